@@ -1,0 +1,129 @@
+"""The two entry points: `analyze` (one configuration, several batches) and `sweep` (a grid)."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .bounds import IDEAL, Calibration, Roofs, step_times
+from .config import ModelConfig, load_model
+from .cost import BYTE_CATEGORIES
+from .evaluate import COMPONENTS, CompiledModel, compile_model
+from .hardware import Hardware, load_hardware
+from .inference import bound_names, evaluate
+from .model import Options
+from .precision import Precision
+
+METRIC_DEFINITIONS = {
+    "ttft_s": "time to first token: the prefill of the whole batch",
+    "tpot_s": "time per output token: one decode step of the whole batch with prompt_len tokens cached "
+              "(excludes the first token)",
+    "e2e_s": "TTFT + gen_len - 1 decode steps at their growing contexts",
+    "tokens_per_s": "batch / tpot_s",
+    "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
+    "decode_bound": "what most of the decode step's roofline time waits on",
+    "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
+                    "the lecture's memory figure counts KV at prompt_len and no workspace",
+    "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and workspace fit in memory",
+}
+
+
+def _check_positive(name: str, values) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.size == 0 or not np.all(np.isfinite(array)) or np.any(array <= 0) or np.any(array != np.round(array)):
+        raise ValueError(f"{name}: must be positive whole numbers, got {values!r}")
+    return array
+
+
+def _resolve(model, hardware, precision, options, overrides) -> tuple[ModelConfig, Hardware, Precision, Options]:
+    config = load_model(model)
+    if overrides:
+        config = config.with_overrides(**overrides)
+    return config, load_hardware(hardware), precision or Precision(), options or Options()
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """The metrics of one configuration at each batch size, and the per-op detail behind them."""
+    config: ModelConfig
+    hardware: Hardware
+    precision: Precision
+    options: Options
+    calibration: Calibration
+    compiled: CompiledModel
+    metrics: pd.DataFrame  # one row per batch size
+
+    def records(self) -> list[dict]:
+        rows = self.metrics.to_dict(orient="records")
+        return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in rows]
+
+    def op_table(self, batch: int, prompt: int) -> pd.DataFrame:
+        """Per op of prefill and decode: FLOPs, bytes by category, intensity, times and bound."""
+        p = self.precision
+        widths = (p.weight_bytes, p.activation_bytes, p.kv_bytes)
+        roofs = Roofs.of(self.hardware, p, self.calibration, self.config.n_layers)
+        frames = []
+        for phase, context in ((self.compiled.prefill, prompt), (self.compiled.decode, prompt + 1)):
+            counts = phase(np.array(float(batch)), np.array(float(context)), widths)
+            times = step_times(counts, phase, roofs)
+            frame = pd.DataFrame(counts, columns=COMPONENTS)
+            frame.insert(0, "op", phase.names)
+            frame.insert(0, "phase", phase.phase)
+            frame["count"] = phase.counts
+            frame["bytes"] = frame[list(BYTE_CATEGORIES)].sum(axis=1)
+            frame["intensity"] = frame["flops"] / frame["bytes"].where(frame["bytes"] > 0)
+            frame["compute_s"], frame["memory_s"] = times.compute_s, times.memory_s
+            frame["time_s"] = np.maximum(times.compute_s, times.memory_s)
+            frame["bound"] = np.where(times.compute_s >= times.memory_s, "compute", "memory")
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+
+def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
+            prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
+            calibration: Calibration = IDEAL, **overrides) -> Analysis:
+    """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
+
+    overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
+    """
+    config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
+    batches = _check_positive("batch", np.atleast_1d(batch))
+    prompt = _check_positive("prompt", prompt)
+    gen = _check_positive("gen", gen)
+    compiled = compile_model(config, options)
+    values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
+    frame = pd.DataFrame({k: np.broadcast_to(v, batches.shape) for k, v in values.items()})
+    return Analysis(config, hw, precision, options, calibration, compiled, _label(frame))
+
+
+def _label(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in ("batch", "prompt_len", "gen_len", "params", "max_batch"):
+        frame[column] = frame[column].astype(np.int64)
+    for column in ("decode_bound", "prefill_bound"):
+        frame[column] = bound_names(frame[column].to_numpy())
+    return frame
+
+
+def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
+          weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
+          calibration: Calibration = IDEAL, e2e: bool = True, **overrides) -> pd.DataFrame:
+    """Every batch with every context (and every gen length and precision given): one row per point.
+
+    Columns are those of `analyze` (context is `prompt_len`) plus the precision names.
+    """
+    config, hw, _, options = _resolve(model, hardware, None, options, overrides)
+    batches = _check_positive("batch", np.atleast_1d(batch))
+    contexts = _check_positive("context", np.atleast_1d(context))
+    gens = _check_positive("gen", np.atleast_1d(gen))
+    compiled = compile_model(config, options)
+    frames = []
+    for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
+        precision = Precision(weights=str(w), kv=str(k), activations=str(a))
+        grid_b, grid_s, grid_g = np.meshgrid(batches, contexts, gens, indexing="ij")
+        values = evaluate(compiled, hw, precision, grid_b.ravel(), grid_s.ravel(), grid_g.ravel(), calibration, e2e)
+        frame = pd.DataFrame(values)
+        frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
+        frames.append(frame)
+    return _label(pd.concat(frames, ignore_index=True))

@@ -1,0 +1,230 @@
+"""ModelConfig: the architecture facts a cost model needs, built from a Hugging Face config.json.
+
+Only `from_hf_config` knows Hugging Face key names. head_dim is always explicit (Gemma's 256 is not
+hidden/heads); the per-layer pattern (sliding window or global attention, dense or MoE MLP) is
+spelled out layer by layer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .hardware import DATA_DIR
+
+MODELS_DIR = DATA_DIR / "models"
+FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2")
+GLOBAL, WINDOW = "global", "window"
+DENSE, MOE = "dense", "moe"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    family: str
+    d_model: int  # D
+    n_layers: int  # L
+    n_heads: int  # N
+    n_kv_heads: int  # K
+    head_dim: int  # H
+    d_ff: int  # F (dense layers)
+    vocab_size: int  # V
+    gated_mlp: bool = True  # SwiGLU/GeGLU (gate, up, down) vs plain (up, down)
+    layer_norm: bool = False  # LayerNorm (weight + bias) instead of RMSNorm (weight)
+    norms_per_layer: int = 2  # Gemma-2 has 4 (pre/post attention and MLP)
+    tied_embeddings: bool = False
+    learned_positions: int = 0  # P rows of a learned position table (GPT-2), 0 for rope
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    window: int = 0  # W, the sliding-window length of WINDOW layers
+    layer_attention: tuple = ()  # per layer: GLOBAL or WINDOW
+    layer_mlp: tuple = ()  # per layer: DENSE or MOE
+    n_experts: int = 0  # E routed experts
+    top_k: int = 0  # k
+    d_expert: int = 0  # Fe
+    n_shared_experts: int = 0  # Es, each of width Fe
+    router_bias: bool = False  # DeepSeek-V3's e_score_correction_bias (E values)
+    kv_lora_rank: int = 0  # C (MLA when > 0)
+    q_lora_rank: int = 0  # Cq (0: queries not compressed)
+    qk_rope_dim: int = 0  # R
+    qk_nope_dim: int = 0  # Hn
+    v_head_dim: int = 0  # Hv
+    cla_factor: int = 1  # cross-layer attention: one KV cache shared by this many layers (what-if)
+    source_hash: str = ""
+
+    def __post_init__(self):
+        for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
+        for name in ("window", "n_experts", "top_k", "d_expert", "n_shared_experts", "kv_lora_rank",
+                     "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "learned_positions"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer, got {value!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"model {self.name!r}: n_heads ({self.n_heads}) must be divisible by "
+                             f"n_kv_heads ({self.n_kv_heads}); pick a KV head count that divides it")
+        if not self.layer_attention:
+            object.__setattr__(self, "layer_attention", (WINDOW if self.window else GLOBAL,) * self.n_layers)
+        if not self.layer_mlp:
+            object.__setattr__(self, "layer_mlp", (MOE if self.n_experts else DENSE,) * self.n_layers)
+        for name, allowed in (("layer_attention", (GLOBAL, WINDOW)), ("layer_mlp", (DENSE, MOE))):
+            pattern = tuple(getattr(self, name))
+            object.__setattr__(self, name, pattern)
+            if len(pattern) != self.n_layers or set(pattern) - set(allowed):
+                raise ValueError(f"model {self.name!r}: {name} must list {self.n_layers} entries from {allowed}")
+        if WINDOW in self.layer_attention and self.window <= 0:
+            raise ValueError(f"model {self.name!r}: window layers need window > 0")
+        if MOE in self.layer_mlp and not (self.n_experts and self.d_expert and 0 < self.top_k <= self.n_experts):
+            raise ValueError(f"model {self.name!r}: MoE layers need n_experts, d_expert and 0 < top_k <= n_experts "
+                             f"(got {self.n_experts}, {self.d_expert}, {self.top_k})")
+        if self.is_mla and not (self.qk_nope_dim and self.qk_rope_dim and self.v_head_dim):
+            raise ValueError(f"model {self.name!r}: MLA needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0")
+        if self.n_layers % self.cla_factor:
+            raise ValueError(f"model {self.name!r}: cla_factor ({self.cla_factor}) must divide n_layers ({self.n_layers})")
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    def layer_kinds(self) -> Counter:
+        """How many layers have each (attention, mlp) pattern."""
+        return Counter(zip(self.layer_attention, self.layer_mlp))
+
+    def with_overrides(self, **changes) -> ModelConfig:
+        """A what-if copy (e.g. n_kv_heads=8, cla_factor=2); patterns are kept."""
+        if self.is_mla and "n_kv_heads" in changes:
+            raise ValueError(f"n_kv_heads: model {self.name!r} uses MLA, whose cache is the latent "
+                             f"(kv_lora_rank); override kv_lora_rank instead")
+        unknown = set(changes) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"override: unknown field(s) {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    @classmethod
+    def from_hf_config(cls, hf: dict, name: str = "model") -> ModelConfig:
+        if not isinstance(hf, dict):
+            raise ValueError(f"config {name!r}: expected a JSON object, got {type(hf).__name__}")
+        family = hf.get("model_type")
+        if family not in FAMILIES:
+            raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
+        digest = hashlib.sha256(json.dumps(hf, sort_keys=True).encode()).hexdigest()[:12]
+        fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
+        return cls(name=name, family=family, source_hash=digest, **fields)
+
+
+def _require(hf: dict, key: str, name: str):
+    value = hf.get(key)
+    if value is None:
+        raise ValueError(f"config {name!r}: missing field {key!r}")
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"config {name!r}: field {key!r} must be a positive integer, got {value!r}")
+    return value
+
+
+def _optional(hf: dict, key: str, name: str, default: int = 0) -> int:
+    value = hf.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"config {name!r}: field {key!r} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _decoder_fields(hf: dict, family: str, name: str) -> dict:
+    d_model = _require(hf, "hidden_size", name)
+    n_layers = _require(hf, "num_hidden_layers", name)
+    n_heads = _require(hf, "num_attention_heads", name)
+    fields = dict(
+        d_model=d_model, n_layers=n_layers, n_heads=n_heads,
+        n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
+        head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+        d_ff=_require(hf, "intermediate_size", name),
+        vocab_size=_require(hf, "vocab_size", name),
+        tied_embeddings=bool(hf.get("tie_word_embeddings", family == "gemma2")),
+    )
+    if family in ("llama", "mistral", "mixtral"):
+        fields.update(qkv_bias=bool(hf.get("attention_bias")), out_bias=bool(hf.get("attention_bias")),
+                      mlp_bias=bool(hf.get("mlp_bias")))
+    if family == "qwen2":
+        fields.update(qkv_bias=True)  # Qwen2 architecture: q/k/v projections carry a bias, o_proj none
+    fields.update(_attention_pattern(hf, family, n_layers))
+    if family == "gemma2":
+        fields.update(norms_per_layer=4)
+    if family == "mixtral":
+        fields.update(n_experts=_require(hf, "num_local_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
+                      d_expert=fields["d_ff"])
+    if family in ("deepseek_v2", "deepseek_v3"):
+        fields.update(_deepseek_fields(hf, family, n_layers, name))
+    return fields
+
+
+def _attention_pattern(hf: dict, family: str, n_layers: int) -> dict:
+    window = hf.get("sliding_window") or 0
+    if "layer_types" in hf and hf["layer_types"]:
+        pattern = tuple(WINDOW if "sliding" in t else GLOBAL for t in hf["layer_types"])
+    elif family == "mistral" and window:
+        pattern = (WINDOW,) * n_layers
+    elif family == "gemma2":
+        # transformers' Gemma2: layer i uses the sliding window when i is even, full attention when odd.
+        pattern = tuple(WINDOW if i % 2 == 0 else GLOBAL for i in range(n_layers))
+    elif family == "qwen2" and hf.get("use_sliding_window") and window:
+        first = hf.get("max_window_layers", n_layers)
+        pattern = tuple(WINDOW if i >= first else GLOBAL for i in range(n_layers))
+    else:
+        pattern = (GLOBAL,) * n_layers
+    return dict(window=int(window) if WINDOW in pattern else 0, layer_attention=pattern)
+
+
+def _deepseek_fields(hf: dict, family: str, n_layers: int, name: str) -> dict:
+    first_dense = hf.get("first_k_dense_replace", 0)
+    every = hf.get("moe_layer_freq", 1)
+    n_experts = hf.get("n_routed_experts") or 0
+    layer_mlp = tuple(MOE if n_experts and i >= first_dense and i % every == 0 else DENSE for i in range(n_layers))
+    rope = _require(hf, "qk_rope_head_dim", name)
+    nope = _require(hf, "qk_nope_head_dim", name)
+    return dict(
+        layer_mlp=layer_mlp, n_experts=n_experts,
+        top_k=hf.get("num_experts_per_tok") or 0, d_expert=hf.get("moe_intermediate_size") or 0,
+        n_shared_experts=hf.get("n_shared_experts") or 0, router_bias=family == "deepseek_v3",
+        kv_lora_rank=_require(hf, "kv_lora_rank", name), q_lora_rank=hf.get("q_lora_rank") or 0,
+        qk_rope_dim=rope, qk_nope_dim=nope, v_head_dim=_require(hf, "v_head_dim", name),
+        head_dim=rope + nope, n_kv_heads=hf.get("num_attention_heads"),
+    )
+
+
+def _gpt2_fields(hf: dict, name: str) -> dict:
+    d_model = _require(hf, "n_embd", name)
+    n_heads = _require(hf, "n_head", name)
+    return dict(
+        d_model=d_model, n_layers=_require(hf, "n_layer", name), n_heads=n_heads, n_kv_heads=n_heads,
+        head_dim=d_model // n_heads,  # GPT-2 defines the head size as n_embd / n_head
+        d_ff=hf.get("n_inner") or 4 * d_model, vocab_size=_require(hf, "vocab_size", name),
+        gated_mlp=False, layer_norm=True, tied_embeddings=bool(hf.get("tie_word_embeddings", True)),
+        learned_positions=_require(hf, "n_positions", name), qkv_bias=True, out_bias=True, mlp_bias=True,
+    )
+
+
+def bundled_models() -> list[str]:
+    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+
+
+def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
+    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b') or a path to a config.json."""
+    if isinstance(name_or_path, ModelConfig):
+        return name_or_path
+    text = str(name_or_path)
+    path = Path(text)
+    if not path.is_file():
+        path = MODELS_DIR / f"{text}.json"
+        if not path.is_file():
+            raise ValueError(f"model: unknown model {text!r}; bundled: {', '.join(bundled_models())}, or pass a config.json path")
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"model config {str(path)!r}: cannot read JSON ({err})") from None
+    return ModelConfig.from_hf_config(raw, name=path.stem if path.parent == MODELS_DIR else text)

@@ -1,0 +1,100 @@
+"""The lecture's derivations, reproduced from the same op accounting the calculator uses.
+
+Each function returns sympy expressions (and their limits) so callers can show the formula, not
+only the number. Source: Stanford CS336 lecture 10 (inference), after the scaling book.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from . import ops as o
+from .config import ModelConfig
+from .hardware import Hardware
+from .model import DECODE, Options, dimensions, phase_ops
+from .precision import Precision
+from .symbols import B, D, F, H, K, L, N, S, T, V, b_a, b_kv, b_w
+
+BF16 = {b_w: 2, b_a: 2, b_kv: 2}
+
+
+def intensity(op_list: list[o.Op]) -> sp.Expr:
+    flops = sum((op.cost.flops for op in op_list), sp.Integer(0))
+    moved = sum((op.cost.bytes for op in op_list), sp.Integer(0))
+    return sp.simplify(flops / moved)
+
+
+def matmul_intensity() -> tuple[sp.Expr, sp.Expr]:
+    """X (B, D) @ W (D, F) in bf16: intensity 2BDF / (2BD + 2DF + 2BF) -> B as D, F -> infinity."""
+    expr = intensity([o.linear("matmul", D, F, n=B)]).xreplace(BF16)
+    return sp.simplify(expr), sp.limit(sp.limit(expr, D, sp.oo), F, sp.oo)
+
+
+def mlp_intensity() -> tuple[sp.Expr, sp.Expr]:
+    """Gated MLP over B*T tokens in bf16: intensity -> B*T as D, F -> infinity (together)."""
+    expr = intensity(o.gated_mlp()).xreplace(BF16)
+    grow = sp.Symbol("x", positive=True)
+    return sp.simplify(expr), sp.limit(expr.xreplace({D: grow, F: 4 * grow}), grow, sp.oo)
+
+
+def attention_intensity(causal: bool = False) -> sp.Expr:
+    """MHA attention in bf16, K = N: S*T/(S+T) counting every query-key pair (the lecture)."""
+    op = o.attention("attention", H, H, 2 * K * H * b_kv, causal=causal)
+    return sp.factor(intensity([op]).xreplace({**BF16, K: N}))
+
+
+def attention_limits() -> dict[str, sp.Expr]:
+    """Prefill (T = S) gives S/2; decode (T = 1) gives S/(S+1) < 1, with no B anywhere."""
+    expr = attention_intensity()
+    return {"general": expr, "prefill": sp.simplify(expr.subs(T, S)), "decode": sp.simplify(expr.subs(T, 1)),
+            "decode_long_context": sp.limit(expr.subs(T, 1), S, sp.oo)}
+
+
+def accelerator_intensity(hw: Hardware, dtype: str = "bf16") -> float:
+    """FLOPs per byte at the roofline corner: H100 989e12 / 3.35e12 = 295."""
+    return hw.peak(dtype) / hw.memory_bandwidth
+
+
+def decode_weight_intensity_limit() -> sp.Expr:
+    """A decode matmul against the weights (T = 1): 2B / b_w FLOPs per byte as D, F -> infinity."""
+    expr = intensity([o.linear("matmul", D, F, n=B)]).xreplace({b_a: b_w})
+    return sp.limit(sp.limit(expr, D, sp.oo), F, sp.oo)
+
+
+def critical_batch(hw: Hardware, precision: Precision = Precision()) -> tuple[sp.Expr, float]:
+    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth."""
+    ridge = sp.Symbol("I_hw", positive=True)
+    solution = sp.solve(sp.Eq(decode_weight_intensity_limit(), ridge), B)[0]
+    value = solution.xreplace({ridge: accelerator_intensity(hw, precision.weight_matmul_dtype),
+                               b_w: precision.weight_bytes})
+    return solution, float(value)
+
+
+def lecture_napkin(config: ModelConfig, hw: Hardware) -> dict[str, sp.Expr]:
+    """The lecture's napkin model in B and S: bf16 parameters (no norms) + KV cache, read once per step.
+
+    params = 2VD + L(2DNH + 2DKH + 3DF); KV per sequence = S * 2 L K H * 2 bytes.
+    """
+    params_expr = 2 * V * D + L * (2 * D * N * H + 2 * D * K * H + 3 * D * F)
+    values = {k: v for k, v in dimensions(config).items() if k in (V, D, L, N, K, H, F)}
+    params = params_expr.xreplace(values)
+    memory = 2 * params + B * S * (2 * L * K * H * 2).xreplace(values)
+    latency = memory / hw.memory_bandwidth
+    return {"params_formula": params_expr, "params": params, "memory": memory, "latency": latency,
+            "throughput": B / latency}
+
+
+def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> tuple[sp.Expr, float]:
+    """Context S at which one sequence's KV-cache bytes read per decode step equal the weight bytes read."""
+    decode = phase_ops(config, Options(), DECODE)
+    kv_read = sum((p.op.cost.kv_read * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
+    weights = sum((p.op.cost.weights * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
+    widths = {b_w: precision.weight_bytes, b_a: precision.activation_bytes, b_kv: precision.kv_bytes}
+    # Window layers read min(S, W) keys: solve on each side of the window and keep the consistent root.
+    windows = {m for m in kv_read.atoms(sp.Min)}
+    for piece in ("below", "above"):
+        equation = sp.Eq(kv_read.xreplace({m: (S if piece == "below" else m.args[0]) for m in windows}), weights)
+        for expr in sp.solve(equation, S):
+            value = float(expr.xreplace(widths))
+            if value > 0 and all((value <= m.args[0]) == (piece == "below") for m in windows):
+                return expr, value
+    return sp.nan, float("nan")

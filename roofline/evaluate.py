@@ -1,0 +1,75 @@
+"""The one place symbols become numbers fast: each phase's per-op costs, lambdified to numpy, cached.
+
+A compiled phase maps (B, S, b_w, b_a, b_kv), scalars or broadcastable arrays, to a stack of
+per-op FLOPs and bytes by category, already multiplied by the op's layer count.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from .config import ModelConfig
+from .cost import BYTE_CATEGORIES
+from .model import DECODE, PREFILL, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
+from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
+from .symbols import B, S, b_a, b_kv, b_w
+
+ARGS = (B, S, b_w, b_a, b_kv)
+COMPONENTS = ("flops",) + BYTE_CATEGORIES
+
+
+@dataclass(frozen=True)
+class CompiledPhase:
+    phase: str
+    names: tuple  # op names, one per row
+    matmul: tuple  # per op: 'weights', 'attention' or 'none'
+    counts: tuple  # per op: how many times it runs per step (its layer count)
+    function: object  # (B, S, b_w, b_a, b_kv) -> list of len(names) * len(COMPONENTS) arrays
+
+    def __call__(self, batch, context, byte_widths) -> np.ndarray:
+        """Array (n_ops, n_components, *shape) of counts for every op."""
+        values = self.function(batch, context, *byte_widths)
+        shape = np.broadcast_shapes(np.shape(batch), np.shape(context), *(np.shape(w) for w in byte_widths))
+        stacked = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in values])
+        return stacked.reshape((len(self.names), len(COMPONENTS)) + shape)
+
+
+def _compile(placed: list[PlacedOp], phase: str) -> CompiledPhase:
+    exprs = []
+    for p in placed:
+        for component in COMPONENTS:
+            value = p.op.cost.flops if component == "flops" else getattr(p.op.cost, component)
+            exprs.append(sp.sympify(value) * p.count)
+    function = sp.lambdify(ARGS, exprs, modules="numpy", cse=True)
+    return CompiledPhase(phase, tuple(p.name for p in placed), tuple(p.op.matmul for p in placed),
+                         tuple(p.count for p in placed), function)
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    config: ModelConfig
+    options: Options
+    prefill: CompiledPhase
+    decode: CompiledPhase
+    params: int
+    kv_cache: object  # (B, S, b_kv) -> bytes of the cache holding S tokens per sequence
+    kv_cache_expr: sp.Expr
+
+
+@lru_cache(maxsize=64)
+def compile_model(config: ModelConfig, options: Options = Options()) -> CompiledModel:
+    kv_expr = kv_cache_expr(config, options)
+    return CompiledModel(
+        config=config, options=options,
+        prefill=_compile(phase_ops(config, options, PREFILL), PREFILL),
+        decode=_compile(phase_ops(config, options, DECODE), DECODE),
+        params=parameter_count(config),
+        kv_cache=sp.lambdify((B, S, b_kv), kv_expr, modules="numpy"),
+        kv_cache_expr=kv_expr,
+    )
+
+
+MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL)

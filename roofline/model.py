@@ -1,0 +1,134 @@
+"""A model's cost = its layers' op costs; prefill (T = S) and one decode step (T = 1).
+
+This is the one place where a config's numbers enter the symbols (`dimensions`): ops are written
+in letters, a layer kind is a list of ops, and `phase_ops` binds the dimensions and the phase.
+What stays free: B, S and the byte widths b_w, b_a, b_kv.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from . import ops as o
+from .config import MOE, WINDOW, ModelConfig
+from .cost import Cost
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, k
+
+PREFILL, DECODE = "prefill", "decode"
+ATTENTION_IMPLS = ("flash", "eager")
+MLA_FORMS = ("absorbed", "naive", "expanded")
+LOGITS = ("last", "all")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Modelling choices that are not the architecture.
+
+    attention: 'flash' (scores on chip, masked blocks skipped) or 'eager' (full score matrix).
+    mla_form: MLA decode form; prefill always decompresses unless the cache itself is 'expanded'.
+    logits: prefill computes logits for the 'last' token (serving engines) or 'all' (Hugging Face).
+    """
+    attention: str = "flash"
+    mla_form: str = "absorbed"
+    logits: str = "last"
+
+    def __post_init__(self):
+        for field, allowed in (("attention", ATTENTION_IMPLS), ("mla_form", MLA_FORMS), ("logits", LOGITS)):
+            if getattr(self, field) not in allowed:
+                raise ValueError(f"{field}: unknown value {getattr(self, field)!r}; use one of {', '.join(allowed)}")
+
+
+@dataclass(frozen=True)
+class PlacedOp:
+    """An op in place: which layers it belongs to, how many times it runs per step."""
+    group: str
+    op: o.Op
+    count: int
+    window: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.group}.{self.op.name}"
+
+
+def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Options, phase: str) -> list[o.Op]:
+    window = attention_kind == WINDOW
+    ops = [o.norm("attn_norm", D, cfg.layer_norm)]
+    if cfg.is_mla:
+        form = options.mla_form if phase == DECODE or options.mla_form == "expanded" else "naive"
+        ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window)
+    else:
+        ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor)
+    if cfg.norms_per_layer == 4:
+        ops.append(o.norm("post_attn_norm", D))
+    ops.append(o.norm("mlp_norm", D, cfg.layer_norm))
+    if mlp_kind == MOE:
+        ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias)
+    elif cfg.gated_mlp:
+        ops += o.gated_mlp(bias=cfg.mlp_bias)
+    else:
+        ops += o.plain_mlp(bias=cfg.mlp_bias)
+    if cfg.norms_per_layer == 4:
+        ops.append(o.norm("post_mlp_norm", D))
+    return ops
+
+
+def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECODE) -> list[PlacedOp]:
+    """Every op of one step, in letters (dimensions not yet bound), with its layer count."""
+    placed = [PlacedOp("embed", o.embedding("tokens", V, D), 1)]
+    if cfg.learned_positions:
+        placed.append(PlacedOp("embed", o.position_embedding(), 1))
+    for (attention_kind, mlp_kind), count in sorted(cfg.layer_kinds().items()):
+        group = f"layers[{attention_kind},{mlp_kind}]"
+        for op in layer_ops(cfg, attention_kind, mlp_kind, options, phase):
+            placed.append(PlacedOp(group, op, count, attention_kind == WINDOW))
+    logits_tokens = B * T if options.logits == "all" else B
+    placed += [PlacedOp("head", o.norm("final_norm", D, cfg.layer_norm), 1),
+               PlacedOp("head", o.lm_head(cfg.tied_embeddings, logits_tokens), 1)]
+    return placed
+
+
+def dimensions(cfg: ModelConfig) -> dict:
+    """The config's numbers for each letter: the single point where numbers enter."""
+    return {D: cfg.d_model, F: cfg.d_ff, N: cfg.n_heads, K: cfg.n_kv_heads, H: cfg.head_dim, L: cfg.n_layers,
+            V: cfg.vocab_size, W: cfg.window or 1, P: cfg.learned_positions or 1,
+            E: cfg.n_experts or 1, k: cfg.top_k or 1, Fe: cfg.d_expert or 1, Es: cfg.n_shared_experts or 1,
+            C: cfg.kv_lora_rank or 1, Cq: cfg.q_lora_rank or 1, R: cfg.qk_rope_dim or 1,
+            Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1}
+
+
+def phase_substitution(phase: str) -> dict:
+    if phase == PREFILL:
+        return {T: S}
+    if phase == DECODE:
+        return {T: 1}
+    raise ValueError(f"phase: unknown phase {phase!r}; use '{PREFILL}' or '{DECODE}'")
+
+
+def phase_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECODE) -> list[PlacedOp]:
+    """Ops of one step with the config's dimensions and the phase bound: free in B, S and byte widths."""
+    values = {**dimensions(cfg), **phase_substitution(phase)}
+    bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
+    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul), p.count, p.window)
+            for p in symbolic_ops(cfg, options, phase)]
+
+
+def total(placed: list[PlacedOp]) -> Cost:
+    return sum((p.op.cost * p.count for p in placed), Cost())
+
+
+def parameter_count(cfg: ModelConfig) -> int:
+    """Weight elements of the model (tied embeddings counted once), as torch counts parameters."""
+    return int(sum(p.op.params * p.count for p in phase_ops(cfg, Options(), DECODE)))
+
+
+def kv_cache_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:
+    """KV-cache bytes for B sequences holding S tokens each; window layers keep only the last W."""
+    one_token = {B: 1}
+    stored = sp.Integer(0)
+    for p in phase_ops(cfg, options, DECODE):
+        per_token = p.op.cost.kv_write.xreplace(one_token)
+        if per_token != 0:
+            stored += p.count * per_token * (sp.Min(S, cfg.window) if p.window else S)
+    return B * stored

@@ -1,0 +1,225 @@
+"""Per-op cost, written in the letters of `symbols` as the kernel does the work, one line a step.
+
+Each function returns an `Op`: its Cost (FLOPs, bytes by category), the parameters it owns and
+which operand pair its matmul runs in. `n = B*T` is the number of tokens in the step.
+Left out of FLOPs: elementwise work (norms, rope, activations, softmax, residual adds).
+Residual adds are taken as fused into the following norm (as serving engines do).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from .cost import Cost
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, b_a, b_kv, b_w, k
+
+ZERO = sp.Integer(0)
+WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    cost: Cost
+    params: sp.Expr = ZERO  # weight elements this op owns
+    matmul: str = NO_MATMUL  # which precision pair the matmul runs in
+
+
+def tokens() -> sp.Expr:
+    return B * T
+
+
+def linear(name, d_in, d_out, bias=False, n=None, kv_out=ZERO, copies=1, copies_read=None) -> Op:
+    """Y (n, d_out) = X (n, d_in) @ W (d_in, d_out) [+ b]; kv_out of the outputs go to the KV cache.
+
+    copies: weight matrices of this shape (E for routed experts); copies_read: how many are read.
+    """
+    n = tokens() if n is None else n
+    one = d_in * d_out + (d_out if bias else 0)
+    params = copies * one
+    weights_read = params if copies_read is None else copies_read * one
+    return Op(name, Cost(
+        flops=2 * n * d_in * d_out,              # n x d_in x d_out multiply-adds
+        weights=b_w * weights_read,              # read W (and b)
+        act_read=b_a * n * d_in,                 # read X
+        act_write=b_a * n * (d_out - kv_out),    # write Y
+        kv_write=b_kv * n * kv_out,              # write new K/V into the cache
+    ), params, WEIGHT_MATMUL)
+
+
+def norm(name, width, layer_norm=False, n=None) -> Op:
+    """RMSNorm (weight) or LayerNorm (weight, bias) over `width`: read X, write Y."""
+    n = tokens() if n is None else n
+    params = width * (2 if layer_norm else 1)
+    return Op(name, Cost(weights=b_w * params, act_read=b_a * n * width, act_write=b_a * n * width), params)
+
+
+def elementwise(name, read, write) -> Op:
+    return Op(name, Cost(act_read=b_a * read, act_write=b_a * write))
+
+
+def embedding(name, rows, width) -> Op:
+    """Gather one row per token: reads min(n, rows) rows of the table, writes n x width."""
+    n = tokens()
+    return Op(name, Cost(weights=b_w * sp.Min(n, rows) * width, act_write=b_a * n * width), rows * width)
+
+
+def causal_pairs(window: bool) -> sp.Expr:
+    """Query-key pairs per sequence and head when T new queries end a context of S keys.
+
+    Query j (1-based position) sees min(j, W) keys; f(x) = sum_{j<=x} min(j, W); pairs = f(S) - f(S-T).
+    """
+    def seen(x):
+        full = x * (x + 1) / 2
+        if not window:
+            return full
+        over = sp.Max(0, x - W)
+        return full - over * (over + 1) / 2
+    return sp.expand(seen(S) - seen(S - T)) if not window else seen(S) - seen(S - T)
+
+
+def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash", heads=N, causal=True) -> Op:
+    """softmax(Q K^T) V for B sequences: T queries against S keys, `heads` query heads.
+
+    flash: scores stay on chip, masked (causal, out-of-window) blocks are skipped, the cache is read
+    once. eager: the full T x S score matrix is computed, written, softmaxed and read back.
+    causal=False counts every query against every key (the lecture's accounting).
+    """
+    if impl == "flash":
+        pairs = causal_pairs(window) if causal else T * S
+        keys_read = sp.Min(S, W) if window else S
+        scores_traffic = ZERO
+    elif impl == "eager":
+        pairs = T * S
+        keys_read = S
+        scores_traffic = b_a * B * heads * T * S  # each of: write scores, read, write probs, read
+    else:
+        raise ValueError(f"attention: unknown implementation {impl!r}; use 'flash' or 'eager'")
+    return Op(name, Cost(
+        flops=2 * B * heads * pairs * qk_dim        # S_ = Q (B,heads,T,qk) @ K^T (B,heads,qk,S)
+        + 2 * B * heads * pairs * v_dim,            # O = P (B,heads,T,S) @ V (B,heads,S,v)
+        act_read=b_a * B * T * heads * qk_dim + 2 * scores_traffic,   # read Q
+        act_write=b_a * B * T * heads * v_dim + 2 * scores_traffic,   # write O
+        kv_read=B * keys_read * kv_bytes_per_key,   # read K, V of every visible key
+    ), ZERO, ATTENTION_MATMUL)
+
+
+def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1) -> list[Op]:
+    """MHA/GQA/MQA: fused QKV projection, attention over the KV cache, output projection.
+
+    With cross-layer sharing (cla > 1) only one layer in `cla` projects and stores K, V.
+    """
+    kv_width = 2 * K * H / cla
+    return [
+        linear("qkv_proj", D, N * H + kv_width, bias=qkv_bias, kv_out=kv_width),  # Q,K,V = X @ W_qkv
+        attention("attention", H, H, 2 * K * H * b_kv, window, impl),
+        linear("o_proj", N * H, D, bias=out_bias),                               # X = O @ W_o
+    ]
+
+
+def head_linear(name, d_in, d_out, heads=N) -> Op:
+    """Y (n, heads, d_out) = X (n, heads, d_in) @ W (heads, d_in, d_out): one weight slice per head."""
+    n = tokens()
+    params = heads * d_in * d_out
+    return Op(name, Cost(
+        flops=2 * n * heads * d_in * d_out,
+        weights=b_w * params,
+        act_read=b_a * n * heads * d_in,
+        act_write=b_a * n * heads * d_out,
+    ), params, WEIGHT_MATMUL)
+
+
+def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list[Op]:
+    """DeepSeek multi-head latent attention (V2/V3).
+
+    The engine cache holds the latent c_kv (C) and the shared rope key (R) per token:
+      absorbed: W_UK folds into the query and W_UV into the output; attention runs in the latent
+                space over C+R (what vLLM, SGLang and FlashMLA run in decode).
+      naive:    the latent cache is decompressed to per-head K, V for every visible key, every step.
+      expanded: the cache holds decompressed K (Hn+R) and V (Hv) per head (Hugging Face's cache).
+    W_UK (N,Hn,C) and W_UV (N,C,Hv) are the two halves of kv_b_proj (C, N(Hn+Hv)).
+    """
+    n = tokens()
+    keys = sp.Min(S, W) if window else S
+    if q_lora:
+        ops = [linear("q_a_proj", D, Cq), norm("q_a_norm", Cq), linear("q_b_proj", Cq, N * (Hn + R))]
+    else:
+        ops = [linear("q_proj", D, N * (Hn + R))]
+    latent_cached = ZERO if form == "expanded" else C + R
+    ops += [linear("kv_a_proj", D, C + R, kv_out=latent_cached), norm("kv_a_norm", C)]
+    if form == "absorbed":
+        ops += [
+            head_linear("q_absorb", Hn, C),          # q_lat (n,N,C) = q_nope (n,N,Hn) @ W_UK (N,Hn,C)
+            attention("attention", C + R, C, (C + R) * b_kv, window, impl),
+            head_linear("v_up", C, Hv),              # o (n,N,Hv) = o_lat (n,N,C) @ W_UV (N,C,Hv)
+        ]
+    elif form == "naive":
+        ops += [
+            Op("kv_b_proj", Cost(
+                flops=2 * B * keys * C * N * (Hn + Hv),           # [K_nope|V] (B,S,N(Hn+Hv)) = c_kv @ W_UKV
+                weights=b_w * C * N * (Hn + Hv),
+                kv_read=b_kv * B * keys * (C + R),                 # read the latent cache
+                act_write=b_a * B * keys * N * (Hn + Hv),          # write decompressed K_nope, V
+            ), C * N * (Hn + Hv), WEIGHT_MATMUL),
+            attention("attention", Hn + R, Hv, ZERO, window, impl),
+            Op("attention.kv_act_read", Cost(act_read=b_a * B * keys * (N * (Hn + Hv) + R))),  # read K, V back
+        ]
+    elif form == "expanded":
+        ops += [
+            linear("kv_b_proj", C, N * (Hn + Hv), kv_out=N * (Hn + Hv)),  # K_nope, V of the new tokens
+            Op("k_rope_store", Cost(kv_write=b_kv * n * N * R)),          # the rope key copied to every head
+            attention("attention", Hn + R, Hv, N * (Hn + R + Hv) * b_kv, window, impl),
+        ]
+    else:
+        raise ValueError(f"mla_form: unknown form {form!r}; use 'absorbed', 'naive' or 'expanded'")
+    return ops + [linear("o_proj", N * Hv, D)]
+
+
+def gated_mlp(prefix="mlp", width=F, n=None, bias=False, copies=1, copies_read=None) -> list[Op]:
+    """SwiGLU/GeGLU: [G|U] = X @ W_gate_up (D, 2F); A = act(G) * U; Y = A @ W_down (F, D)."""
+    n = tokens() if n is None else n
+    return [
+        linear(f"{prefix}.gate_up", D, 2 * width, bias=bias, n=n, copies=copies, copies_read=copies_read),
+        elementwise(f"{prefix}.act", 2 * n * width, n * width),
+        linear(f"{prefix}.down", width, D, bias=bias, n=n, copies=copies, copies_read=copies_read),
+    ]
+
+
+def plain_mlp(prefix="mlp", bias=True) -> list[Op]:
+    """GELU MLP: U = X @ W_up (D, F); A = gelu(U); Y = A @ W_down (F, D)."""
+    n = tokens()
+    return [linear(f"{prefix}.up", D, F, bias=bias), elementwise(f"{prefix}.act", n * F, n * F),
+            linear(f"{prefix}.down", F, D, bias=bias)]
+
+
+def expected_experts_touched() -> sp.Expr:
+    """Distinct experts hit by n = B*T tokens choosing k of E uniformly: E (1 - (1 - k/E)^n)."""
+    return E * (1 - (1 - k / E) ** tokens())
+
+
+def moe_block(shared=True, router_bias=False) -> list[Op]:
+    """Router, shared experts (dense, always on), and k of E routed experts per token.
+
+    Routed weights read: only the experts the batch touches (expected count under uniform routing),
+    never all E at batch 1 and never just k at large batch. Params: all E experts.
+    """
+    n = tokens()
+    router = linear("router", D, E)
+    if router_bias:  # DeepSeek-V3 adds a learned per-expert bias to the routing scores
+        router = Op(router.name, router.cost + Cost(weights=b_w * E), router.params + E, WEIGHT_MATMUL)
+    ops = [router, elementwise("router.topk", n * E, n * k)]
+    if shared:
+        ops += gated_mlp("shared_experts", Es * Fe)
+    return ops + gated_mlp("experts", Fe, n=n * k, copies=E, copies_read=expected_experts_touched())
+
+
+def lm_head(tied=False, logits_tokens=None) -> Op:
+    """logits (n_out, V) = X (n_out, D) @ W_emb^T: n_out = B for the last token only, B*T for all."""
+    n_out = B if logits_tokens is None else logits_tokens
+    op = linear("lm_head", D, V, n=n_out)
+    return Op(op.name, op.cost, ZERO if tied else op.params, WEIGHT_MATMUL)
+
+
+def position_embedding() -> Op:
+    return embedding("pos_embed", P, D)

@@ -1,0 +1,69 @@
+"""Precision: the dtype of weights, activations and KV cache, and the bytes each costs.
+
+Group-wise quantization stores one scale per `group_size` values, so an element costs
+bits/8 + scale_bytes/group_size bytes. The matmul runs in the wider of its two operands' dtypes
+(weight-only int4 dequantizes and computes in bf16; W8A8 computes in int8/fp8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
+ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "e4m3": "fp8"}
+SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp16/bf16/fp32 scales)
+DEFAULT_GROUP = {"int4": 128}  # GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible)
+
+
+def normalize_dtype(name: str, field: str) -> str:
+    key = ALIASES.get(str(name).lower(), str(name).lower())
+    if key not in BITS:
+        raise ValueError(f"{field}: unknown dtype {name!r}; use one of {', '.join(BITS)}")
+    return key
+
+
+def element_bytes(dtype: str, group_size: int | None) -> float:
+    """Bytes per stored element, including the group scale for sub-16-bit formats."""
+    scale = SCALE_BYTES / group_size if group_size and BITS[dtype] < 16 else 0.0
+    return BITS[dtype] / 8 + scale
+
+
+def wider(a: str, b: str) -> str:
+    """The dtype a matmul of a and b runs in: the one with more bits."""
+    return a if BITS[a] >= BITS[b] else b
+
+
+@dataclass(frozen=True)
+class Precision:
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv: str = "bf16"
+    weight_group_size: int | None = None  # None: the format's default (int4 128; 8-bit per-channel)
+    kv_group_size: int | None = None  # per-tensor KV scales by default (negligible bytes)
+
+    def __post_init__(self):
+        for field in ("weights", "activations", "kv"):
+            object.__setattr__(self, field, normalize_dtype(getattr(self, field), field))
+        for field in ("weight_group_size", "kv_group_size"):
+            size = getattr(self, field)
+            if size is not None and (not isinstance(size, int) or size <= 0):
+                raise ValueError(f"{field}: must be a positive integer or None, got {size!r}")
+
+    @property
+    def weight_bytes(self) -> float:
+        return element_bytes(self.weights, self.weight_group_size or DEFAULT_GROUP.get(self.weights))
+
+    @property
+    def activation_bytes(self) -> float:
+        return element_bytes(self.activations, None)
+
+    @property
+    def kv_bytes(self) -> float:
+        return element_bytes(self.kv, self.kv_group_size)
+
+    @property
+    def weight_matmul_dtype(self) -> str:
+        return wider(self.weights, self.activations)
+
+    @property
+    def attention_matmul_dtype(self) -> str:
+        return wider(self.kv, self.activations)

@@ -1,0 +1,36 @@
+"""The letters of the cost model, declared once (scaling-book notation plus ours).
+
+| letter | meaning                                              |
+|--------|------------------------------------------------------|
+| B      | batch: sequences decoded together                    |
+| S      | key positions each new query can see (context, incl. the new tokens) |
+| T      | query tokens processed per sequence in this step (prefill T=S, decode T=1) |
+| D      | model (hidden) dimension                             |
+| F      | dense MLP inner dimension (per projection)           |
+| N      | query heads                                          |
+| K      | key/value heads (N = MHA, 1 = MQA, between = GQA)    |
+| H      | head dimension (explicit, never D/N)                 |
+| L      | layers                                               |
+| V      | vocabulary size                                      |
+| C      | MLA latent (kv_lora_rank)                            |
+| Cq     | MLA query latent (q_lora_rank; 0 = no compression)   |
+| R      | MLA decoupled rope dimension (qk_rope_head_dim)      |
+| Hn, Hv | MLA per-head no-rope query/key dim and value dim     |
+| E      | routed experts; k experts chosen per token (top-k)   |
+| Fe     | expert MLP inner dimension; Es shared experts        |
+| W      | sliding-window length                                |
+| b_w, b_a, b_kv | bytes per element of weights, activations, KV cache (scales included) |
+"""
+import sympy as sp
+
+B, S, T = sp.symbols("B S T", positive=True)
+D, F, N, K, H, L, V = sp.symbols("D F N K H L V", positive=True)
+C, Cq, R, Hn, Hv = sp.symbols("C C_q R H_n H_v", positive=True)
+E, k, Fe, Es = sp.symbols("E k F_e E_s", positive=True)
+W = sp.symbols("W", positive=True)
+P = sp.symbols("P", positive=True)  # learned position table rows (GPT-2)
+b_w, b_a, b_kv = sp.symbols("b_w b_a b_kv", positive=True)
+
+# Arguments of every compiled evaluator, in this order.
+WORKLOAD = (B, S, T)
+BYTE_WIDTHS = (b_w, b_a, b_kv)

@@ -1,0 +1,81 @@
+"""Bad input raises ValueError naming the field and the fix: never a traceback elsewhere or a NaN."""
+import json
+
+import pytest
+
+from roofline import ModelConfig, Options, Precision, analyze, load_hardware, load_model
+
+
+def llama(**changes):
+    raw = json.loads(open(load_model.__globals__["MODELS_DIR"] / "llama-2-7b.json").read())
+    raw.update(changes)
+    return raw
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"hidden_size": 0}, "hidden_size"),
+    ({"num_hidden_layers": -2}, "num_hidden_layers"),
+    ({"num_attention_heads": "32"}, "num_attention_heads"),
+    ({"head_dim": -1}, "head_dim"),
+    ({"num_key_value_heads": 5}, "n_kv_heads"),
+    ({"model_type": "mamba"}, "model_type"),
+    ({"intermediate_size": None}, "intermediate_size"),
+    ({"vocab_size": 1.5}, "vocab_size"),
+])
+def test_bad_config_names_the_field(changes, field):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig.from_hf_config(llama(**changes), name="broken")
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"batch": [0]}, "batch"),
+    ({"batch": [-1, 4]}, "batch"),
+    ({"prompt": 0}, "prompt"),
+    ({"gen": float("nan")}, "gen"),
+    ({"model": "gpt-17"}, "model"),
+    ({"hardware": "tpu-v9"}, "hardware"),
+    ({"n_kv_heads": 3}, "n_kv_heads"),
+])
+def test_bad_analysis_arguments_name_the_field(kwargs, field):
+    args = {"model": "llama-2-7b", "hardware": "h100-sxm", **kwargs}
+    with pytest.raises(ValueError, match=field):
+        analyze(**args)
+
+
+@pytest.mark.parametrize("make, field", [
+    (lambda: Precision(weights="fp6"), "weights"),
+    (lambda: Precision(kv="int3"), "kv"),
+    (lambda: Precision(weight_group_size=0), "weight_group_size"),
+    (lambda: Options(attention="paged"), "attention"),
+    (lambda: Options(mla_form="compressed"), "mla_form"),
+])
+def test_bad_precision_and_options_name_the_field(make, field):
+    with pytest.raises(ValueError, match=field):
+        make()
+
+
+def test_malformed_files_are_clear_errors(tmp_path):
+    bad_json = tmp_path / "config.json"
+    bad_json.write_text("{not json")
+    with pytest.raises(ValueError, match="cannot read JSON"):
+        load_model(str(bad_json))
+    hw = tmp_path / "gpu.json"
+    hw.write_text(json.dumps({"x1": {"memory_bytes": 8e10}}))
+    with pytest.raises(ValueError, match="memory_bandwidth_bytes_per_s"):
+        load_hardware(str(hw))
+    hw.write_text(json.dumps({"x1": {"memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": -1}}))
+    with pytest.raises(ValueError, match="memory_bandwidth"):
+        load_hardware(str(hw))
+
+
+def test_a_user_hardware_file_with_plain_numbers_works(tmp_path):
+    hw = tmp_path / "mygpu.json"
+    hw.write_text(json.dumps({"mygpu": {"memory_bytes": 48e9, "memory_bandwidth_bytes_per_s": 1e12,
+                                        "peak_flops": {"bf16": 200e12}}}))
+    row = analyze("llama-2-7b", str(hw)).metrics.iloc[0]
+    assert row["napkin_tpot_s"] == pytest.approx((row["weight_bytes"] + row["kv_bytes_per_token"] * 1024) / 1e12)
+
+
+def test_hardware_without_a_sourced_peak_says_so_instead_of_guessing():
+    with pytest.raises(ValueError, match="a10g.*peak"):
+        analyze("llama-2-7b", "a10g")
