@@ -19,6 +19,7 @@ from .symbols import B, S, b_a, b_kv, b_w
 
 ARGS = (B, S, b_w, b_a, b_kv)
 COMPONENTS = ("flops",) + BYTE_CATEGORIES
+FLOPS_ROW = 0  # index of FLOPs among COMPONENTS
 
 
 @dataclass(frozen=True)

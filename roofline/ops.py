@@ -91,9 +91,10 @@ def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash",
         keys_read = sp.Min(S, W) if window else S
         scores_traffic = ZERO
     elif impl == "eager":
-        pairs = T * S
-        keys_read = S
-        scores_traffic = b_a * B * heads * T * S  # each of: write scores, read, write probs, read
+        # The score matrix is dense; a windowed cache keeps the last W - 1 keys plus the T new ones.
+        keys_read = sp.Min(S, W + T - 1) if window else S
+        pairs = T * keys_read
+        scores_traffic = b_a * B * heads * pairs  # each of: write scores, read, write probs, read
     else:
         raise ValueError(f"attention: unknown implementation {impl!r}; use 'flash' or 'eager'")
     return Op(name, Cost(
@@ -206,8 +207,8 @@ def moe_block(shared=True, router_bias=False) -> list[Op]:
     """
     n = tokens()
     router = linear("router", D, E)
-    if router_bias:  # DeepSeek-V3 adds a learned per-expert bias to the routing scores
-        router = Op(router.name, router.cost + Cost(weights=b_w * E), router.params + E, WEIGHT_MATMUL)
+    if router_bias:  # DeepSeek-V3 adds a per-expert bias to the routing scores (a buffer, not a parameter)
+        router = Op(router.name, router.cost + Cost(weights=b_w * E), router.params, WEIGHT_MATMUL)
     ops = [router, elementwise("router.topk", n * E, n * k)]
     if shared:
         ops += gated_mlp("shared_experts", Es * Fe)

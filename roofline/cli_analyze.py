@@ -1,0 +1,203 @@
+"""`roofline analyze`: one model on one device at several batch sizes, as a table or as JSON.
+
+The JSON is a contract other tools parse: a list with one object per batch size, every value in
+SI base units (FLOPs, bytes, seconds) as a plain JSON number, bool or string (never NaN: a value
+that is not finite becomes null). Each object carries the `Analysis.records()` keys plus `model`,
+`config_hash`, `hardware`, `method`, `calibration`, the precisions, `tpot_definition`,
+`napkin_tpot_s` and `roofline_tpot_s`; `tpot_s` and `tokens_per_s` are those of `--method`.
+Bad input raises ValueError naming the flag; the dispatcher turns it into one line and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from .api import METRIC_DEFINITIONS, Analysis, analyze
+from .config import load_model
+from .fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from .model import ATTENTION_IMPLS, MLA_FORMS, Options
+from .precision import Precision, normalize_dtype
+
+METHODS = ("roofline", "napkin")
+DEFAULT_BATCH = "1,64,256"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # Values stay strings here and are checked in run(), so a bad one is a one-line error naming its flag.
+    parser.add_argument("--model", default="llama-2-13b", help="bundled name (data/models) or a config.json path")
+    parser.add_argument("--hardware", metavar="HW", default="h100-sxm",
+                        help="bundled id (data/hardware.json) or a JSON path")
+    parser.add_argument("--batch", metavar="B,B,...", default=DEFAULT_BATCH,
+                        help="comma-separated batch sizes (default %(default)s)")
+    parser.add_argument("--prompt", metavar="P", default="1024", help="prompt tokens (default %(default)s)")
+    parser.add_argument("--gen", metavar="G", default="128", help="generated tokens (default %(default)s)")
+    parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
+    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
+    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    parser.add_argument("--kv-heads", metavar="K", default=None,
+                        help="what-if: this many KV heads (must divide the query heads)")
+    parser.add_argument("--method", metavar="{roofline,napkin}", default="roofline",
+                        help="headline TPOT: roofline or napkin (default %(default)s)")
+    parser.add_argument("--attention", metavar="{flash,eager}", default="flash",
+                        help=f"{' or '.join(ATTENTION_IMPLS)} (default %(default)s)")
+    parser.add_argument("--mla-form", metavar="{absorbed,naive,expanded}", default="absorbed",
+                        help=f"MLA decode form: {', '.join(MLA_FORMS)}")
+    parser.add_argument("--cla", metavar="N", default=None,
+                        help="what-if: one KV cache shared by N layers (cross-layer attention)")
+    parser.add_argument("--calibration", metavar="FILE|default", default=None,
+                        help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Prefill, decode, memory and throughput of one model on one device at several batch sizes."""
+    method = _choice("--method", args.method, METHODS)
+    config = load_model(args.model)
+    overrides = _overrides(config, args)
+    kwargs = {"calibration": _calibration(args.calibration)} if args.calibration is not None else {}
+    analysis = analyze(
+        config, args.hardware, batch=parse_batches(args.batch),
+        prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
+        precision=Precision(weights=normalize_dtype(args.weights, "--weights"),
+                            activations=normalize_dtype(args.act, "--act"), kv=normalize_dtype(args.kv, "--kv")),
+        options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
+                        mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
+        **kwargs, **overrides)
+    rows = json_records(analysis, method)
+    if args.json:
+        print(json.dumps(rows, indent=2, allow_nan=False))
+    else:
+        print(render_table(analysis, rows, method, overrides))
+    return 0
+
+
+COMMANDS = [("analyze", add_arguments, run)]
+
+
+def _positive_int(flag: str, text) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{flag}: expected a positive whole number, got {str(text)!r}")
+    return value
+
+
+def parse_batches(text: str) -> list[int]:
+    """'1,64,256' -> [1, 64, 256]; anything else raises ValueError naming --batch."""
+    parts = str(text).split(",")
+    try:
+        return [_positive_int("--batch", part) for part in parts]
+    except ValueError:
+        raise ValueError(f"--batch: expected comma-separated positive whole numbers (e.g. 1,64,256), "
+                         f"got {str(text)!r}") from None
+
+
+def _choice(flag: str, value: str, allowed: tuple) -> str:
+    if value not in allowed:
+        raise ValueError(f"{flag}: unknown value {value!r}; use one of {', '.join(allowed)}")
+    return value
+
+
+def _overrides(config, args) -> dict:
+    """The what-if overrides given on the command line, each checked against the model it changes."""
+    overrides = {}
+    for flag, field, text in (("--kv-heads", "n_kv_heads", args.kv_heads), ("--cla", "cla_factor", args.cla)):
+        if text is None:
+            continue
+        overrides[field] = _positive_int(flag, text)
+        if field == "n_kv_heads" and config.is_mla:
+            raise ValueError(f"--kv-heads: model {config.name!r} uses MLA (one shared latent KV cache); "
+                             "KV heads do not apply")
+        try:
+            config.with_overrides(**{field: overrides[field]})
+        except ValueError as err:
+            raise ValueError(f"{flag} {overrides[field]}: {err}") from None
+    return overrides
+
+
+def _calibration(value: str):
+    try:
+        from .calibration import load_calibration
+    except ModuleNotFoundError as err:
+        if err.name != f"{__package__}.calibration":
+            raise
+        raise ValueError("calibration: not available in this build") from None
+    return load_calibration(value)
+
+
+def json_records(analysis: Analysis, method: str) -> list[dict]:
+    """One plain-JSON object per batch size: the library's records plus the contract's labels."""
+    p = analysis.precision
+    napkin = method == "napkin"
+    rows = []
+    for record in analysis.records():
+        row = {"model": analysis.config.name, "config_hash": analysis.config.source_hash,
+               "hardware": analysis.hardware.id, "method": method, "calibration": analysis.calibration.name,
+               "weights": p.weights, "activations": p.activations, "kv": p.kv, **record}
+        row["roofline_tpot_s"] = record["tpot_s"]
+        if napkin:
+            row["tpot_s"] = record["napkin_tpot_s"]
+            row["tokens_per_s"] = record["batch"] / record["napkin_tpot_s"]
+        row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
+        rows.append({k: _plain(v) for k, v in row.items()})
+    return rows
+
+
+def _plain(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+COLUMNS = (  # header, record key, formatter; numbers align right, words left
+    ("batch", "batch", str),
+    ("memory", "memory_bytes", fmt_bytes),
+    ("fits", "fits", lambda v: "yes" if v else "no"),
+    ("TTFT", "ttft_s", fmt_seconds),
+    ("TPOT", "tpot_s", fmt_seconds),
+    ("tokens/s", "tokens_per_s", fmt_count),
+    ("E2E", "e2e_s", fmt_seconds),
+    ("decode bound", "decode_bound", str),
+)
+LEFT = ("fits", "decode bound")
+
+
+def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: dict) -> str:
+    """The human view: a header naming what was analyzed, one line per batch size, the definitions."""
+    cfg, hw, p, cal = analysis.config, analysis.hardware, analysis.precision, analysis.calibration
+    first = rows[0]
+    other = ("roofline TPOT", "roofline_tpot_s") if method == "napkin" else ("napkin TPOT", "napkin_tpot_s")
+    columns = COLUMNS + ((other[0], other[1], fmt_seconds),)
+    cells = [[h for h, _, _ in columns]] + [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    left = [h in LEFT for h, _, _ in columns]
+    lines = ["  ".join(c.ljust(w) if lj else c.rjust(w) for c, w, lj in zip(line, widths, left)).rstrip()
+             for line in cells]
+    what_if = ", ".join(f"{k}={v}" for k, v in overrides.items())
+    header = [
+        f"model     {cfg.name} (config {cfg.source_hash})" + (f", what-if {what_if}" if what_if else ""),
+        f"hardware  {hw.name} ({hw.id}): {fmt_bytes(hw.memory_bytes)}, {fmt_rate(hw.memory_bandwidth, 'B/s')}",
+        (f"precision weights {p.weights}, activations {p.activations}, KV {p.kv}; "
+         f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
+        f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
+        f"calibration {_calibration_text(cal)}",
+        (f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, "
+         f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token, max batch {first['max_batch']}"),
+    ]
+    tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
+    if method == "napkin":
+        tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
+    footer = [f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
+              f"tokens/s: batch / TPOT. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
+              f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
+    return "\n".join(header + [""] + lines + [""] + footer)
+
+
+def _calibration_text(cal) -> str:
+    if cal.name == "ideal":
+        return "ideal bound (uncalibrated: datasheet peaks, no overhead)"
+    return (f"{cal.name} (bandwidth x{cal.bandwidth_efficiency:g}, step overhead {fmt_seconds(cal.step_overhead_s)}, "
+            f"layer overhead {fmt_seconds(cal.layer_overhead_s)})")

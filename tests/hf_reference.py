@@ -1,0 +1,750 @@
+"""Independent oracle: facts measured from Hugging Face ``transformers`` reference modules.
+
+Nobody on this project wrote the modules measured here. The functions build
+models from config dicts with random weights (nothing is downloaded), on CPU,
+and measure parameter counts, matmul FLOPs (``torch.utils.flop_counter``) and
+KV-cache bytes. The symbolic roofline model is tested against these numbers.
+
+Facts found by experiment with the installed versions (transformers 5.23.0,
+torch 2.13.0+cpu). Re-check them if either version changes.
+
+What FlopCounterMode counts
+    Only matmul-like aten ops: ``mm``, ``addmm``, ``bmm``, ``baddbmm`` (also
+    ``_scaled_mm``, convolutions and the CUDA flash/efficient SDPA kernels, none of
+    which run here). Each counts ``2*M*N*K``. The bias part of ``addmm``/``baddbmm``
+    is not counted, and no elementwise work is counted (norms, activations, softmax,
+    RoPE, residual adds, soft-capping, routing top-k). With
+    ``attn_implementation="eager"``, the ops seen are ``aten.mm`` (linear layers
+    without bias, LM head), ``aten.addmm`` (linear layers with bias: qwen2 q/k/v,
+    every gpt2 ``Conv1D``) and ``aten.bmm`` (attention Q K^T and P V). gpt2 uses
+    ``baddbmm`` only with ``reorder_and_upcast_attn=True``. RoPE frequencies are
+    elementwise in this version (no ``inv_freq @ position_ids`` matmul), so they
+    add nothing. With ``attn_implementation="sdpa"`` on CPU, torch 2.13 runs
+    ``aten._scaled_dot_product_flash_attention_for_cpu``, which has NO flop formula:
+    the attention FLOPs vanish (seen for llama). For MLA (``d_qk != d_v``) it fell back
+    to the math path, which IS counted as bmm. Because of this, this module always
+    uses eager attention.
+
+Formulas matched exactly (tiny configs here, at several (B, prompt) and both phases,
+and all real configs in /work/shared/models on the meta device). Let
+N = tokens in the forward (B*S). Count per layer, plus ``2*N*D*V`` for the LM head.
+    * linear: ``2*N*(D*H*hd + 2*D*H_kv*hd + H*hd*D)`` + dense MLP ``2*N*3*D*F``
+      (gpt2: ``2*N*(3D^2 + D^2 + 2*D*4D)``);
+    * attention: ``2 * 2*B*H*S*T*hd`` (see T below);
+    * MoE: see below; MLA: see below.
+
+MoE experts (mixtral, deepseek_v2, deepseek_v3)
+    The experts are 3-D parameters (``gate_up_proj [E, 2F, D]``,
+    ``down_proj [E, D, F]``), and the forward pass is chosen by
+    ``config._experts_implementation`` (``from_config(..., experts_implementation=...)``):
+    * default ``"grouped_mm"`` (used when nothing is set, also on CPU):
+      ``torch.nn.functional.grouped_mm`` -> ``aten._grouped_mm``, which has no flop
+      formula. Expert FLOPs are NOT counted (0).
+    * ``"eager"``: the per-expert Python loop over experts that were hit, with
+      ``F.linear`` -> ``aten.mm``. The count is exactly
+      ``2 * tokens * top_k * 3 * D * F_e`` per MoE layer (top-k semantics, no
+      dense computation over all experts).
+    * ``"batched_mm"``: gathers the selected experts' weights and counts under
+      ``aten.bmm``, with the same total as "eager" (top-k semantics).
+    ``hf_flops`` uses ``"eager"`` by default. The switch is
+    ``from_config(cfg, experts_implementation="eager")``, or the key
+    ``"experts_implementation": "eager"`` in the config dict/kwargs, or
+    ``model.set_experts_implementation("eager")``.
+    The router (``gate``) matmul IS counted: ``2 * tokens * D * E`` per MoE layer
+    (done in float32 for deepseek). DeepSeek shared experts are ONE dense MLP with
+    intermediate size ``moe_intermediate_size * n_shared_experts``, run on every
+    token (``2 * tokens * 3 * D * F_e * n_shared``). Layers ``< first_k_dense_replace``
+    use the dense MLP with ``intermediate_size``. ``moe_layer_freq`` is ignored by HF
+    (it is 1 in the real configs).
+    deepseek_v3 ``e_score_correction_bias`` is a BUFFER (shape ``[E]``), not a
+    parameter, so it is not in ``parameters()``. deepseek_v3 MTP layers
+    (``num_nextn_predict_layers``) are NOT built, so DeepSeek-V3 has
+    671,026,404,352 parameters.
+
+Attention, KV cache, decode
+    * Eager attention always computes the full ``S x T`` score matrix (one bmm for
+      Q K^T and one for P V, each ``2 * B * H_q * S * T * d``). For GQA, K/V are
+      repeated to ``H_q`` heads first, so attention FLOPs scale with the query heads.
+    * Prefill: ``T = S = prompt_len``. Causal masking and sliding windows are
+      applied only through the additive mask, so mistral/gemma2 sliding layers
+      still count the full ``S*S`` in prefill, NOT the window.
+    * Decode with cache, full-attention layers: the new token attends to
+      ``T = prompt_len + 1`` keys.
+      Sliding-window layers (mistral; gemma2 even layers ``i % 2 == 0``) use
+      ``DynamicSlidingWindowLayer``, which keeps only the last ``window - 1``
+      tokens, so decode attends to ``T = min(prompt_len + 1, window)`` keys. The
+      sliding-window cache therefore holds ``min(len, window - 1)`` tokens.
+    * The cache stores K and V of ``num_key_value_heads * head_dim`` each, so
+      ``bytes/token = 2 * L * H_kv * head_dim * bytes`` for the standard families
+      (gemma2 uses its explicit ``head_dim``).
+    * MLA (deepseek_v2 / deepseek_v3): this transformers version caches the
+      COMPRESSED latent, not the decompressed per-head K/V. Per layer and token it
+      stores ``kv_a_layernorm(c_kv)`` (``kv_lora_rank``) as "keys" and the roped
+      shared ``k_pe`` (``qk_rope_head_dim``) as "values". So bytes/token/layer =
+      ``(kv_lora_rank + qk_rope_head_dim) * bytes``, independent of
+      num_heads/qk_nope_head_dim/v_head_dim. This is NOT the older HF convention
+      ``num_heads * (qk_nope + qk_rope + v_head_dim)``. There is NO weight
+      absorption. After the cache read, ``kv_b_proj`` decompresses ALL ``T``
+      cached positions in every forward, so a decode step counts
+      ``2 * B * T * kv_lora_rank * H * (qk_nope + v_head_dim)`` per layer for
+      ``kv_b_proj`` (T = prompt_len + 1), plus eager attention with per-head
+      ``d_qk = qk_nope + qk_rope`` and ``d_v = v_head_dim``, ``H_kv = H_q``.
+    * LM head: ``logits_to_keep`` defaults to 0 (= all positions), so a prefill
+      forward computes logits for every one of the ``B * S`` positions
+      (``2 * B * S * D * V``). ``generate()`` passes ``logits_to_keep=1``.
+      ``hf_flops`` takes ``logits_to_keep`` (default 0, the plain-forward default).
+    * gpt2: ``Conv1D`` is ``torch.addmm``, counted (bias not counted). Learned
+      positions are an embedding lookup (no FLOPs). The head is tied to ``wte``
+      (counted once in parameters). The head matmul is counted.
+
+Meta device
+    Every forward here also runs on ``device="meta"`` (shapes only, no memory),
+    with "batched_mm" experts because the eager expert loop calls ``nonzero()``.
+    It gives exactly the CPU numbers for all tiny configs, and it lets
+    ``hf_flops``/``hf_kv_cache_bytes_per_token`` measure the real 7B-671B configs in
+    about 1-2 s each.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import transformers
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoConfig, AutoModelForCausalLM
+
+TRANSFORMERS_VERSION = transformers.__version__
+
+# ---------------------------------------------------------------------------
+# Tiny configs (HF config.json style). Key names mirror /work/shared/models/*.json.
+# Sizes are chosen so that no two "interesting" dims coincide (hidden != heads*head_dim,
+# layers != heads, vocab not a power of two for most, ...), so that a formula that
+# mixes up two dims gives a different number.
+# ---------------------------------------------------------------------------
+
+TINY_CONFIGS: dict[str, dict[str, Any]] = {
+    # Llama MHA with explicit head_dim (24) != hidden/heads (64/4 = 16).
+    "llama": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": 24,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 176,
+        "max_position_embeddings": 256,
+        "mlp_bias": False,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 4,
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": None,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 320,
+    },
+    # Llama GQA (8 q heads, 2 kv heads), explicit head_dim 20 != 128/8, llama3 rope scaling.
+    "llama-gqa": {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": 20,
+        "hidden_act": "silu",
+        "hidden_size": 128,
+        "initializer_range": 0.02,
+        "intermediate_size": 352,
+        "max_position_embeddings": 512,
+        "mlp_bias": False,
+        "num_attention_heads": 8,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "pretraining_tp": 1,
+        "rms_norm_eps": 1e-05,
+        "rope_scaling": {
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 64,
+            "rope_type": "llama3",
+        },
+        "rope_theta": 500000.0,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 500,
+    },
+    # Mistral with a small sliding window (8), so the window matters at prompt >= 8.
+    "mistral-window": {
+        "architectures": ["MistralForCausalLM"],
+        "model_type": "mistral",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": 24,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 224,
+        "max_position_embeddings": 256,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 10000.0,
+        "sliding_window": 8,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 384,
+    },
+    # Mixtral: 8 experts, top-2, GQA, explicit head_dim.
+    "mixtral": {
+        "architectures": ["MixtralForCausalLM"],
+        "model_type": "mixtral",
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "head_dim": 24,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 96,
+        "max_position_embeddings": 256,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "num_local_experts": 8,
+        "output_router_logits": False,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 1000000.0,
+        "router_aux_loss_coef": 0.02,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "vocab_size": 352,
+    },
+    # Qwen2: QKV bias (an architecture fact, no config key), GQA, no sliding window.
+    # Qwen2 has no head_dim key in real configs: head_dim = hidden / heads = 16.
+    "qwen2": {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "attention_dropout": 0.0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_act": "silu",
+        "hidden_size": 96,
+        "initializer_range": 0.02,
+        "intermediate_size": 160,
+        "max_position_embeddings": 256,
+        "max_window_layers": 2,
+        "num_attention_heads": 6,
+        "num_hidden_layers": 2,
+        "num_key_value_heads": 2,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0,
+        "sliding_window": 256,
+        "tie_word_embeddings": False,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": 448,
+    },
+    # Gemma2: head_dim 32 != 64/4, alternating local (even layers, window 8) / global,
+    # tied embeddings, 4 RMSNorms per layer, soft-capping.
+    "gemma2": {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "attn_logit_softcapping": 50.0,
+        "bos_token_id": 2,
+        "cache_implementation": "hybrid",
+        "eos_token_id": 1,
+        "final_logit_softcapping": 30.0,
+        "head_dim": 32,
+        "hidden_act": "gelu_pytorch_tanh",
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 192,
+        "max_position_embeddings": 256,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 4,
+        "num_key_value_heads": 2,
+        "pad_token_id": 0,
+        "query_pre_attn_scalar": 32,
+        "rms_norm_eps": 1e-06,
+        "rope_theta": 10000.0,
+        "sliding_window": 8,
+        "sliding_window_size": 8,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "vocab_size": 512,
+    },
+    # DeepSeek-V2-Lite-like: MLA without q compression (q_lora_rank None), softmax greedy
+    # router, 2 shared experts, first layer dense.
+    "deepseek-v2-lite-like": {
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "model_type": "deepseek_v2",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "aux_loss_alpha": 0.001,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "first_k_dense_replace": 1,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 144,
+        "kv_lora_rank": 40,
+        "max_position_embeddings": 256,
+        "moe_intermediate_size": 24,
+        "moe_layer_freq": 1,
+        "n_group": 1,
+        "n_routed_experts": 8,
+        "n_shared_experts": 2,
+        "norm_topk_prob": False,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 4,
+        "pretraining_tp": 1,
+        "q_lora_rank": None,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 4,
+            "mscale": 0.707,
+            "mscale_all_dim": 0.707,
+            "original_max_position_embeddings": 64,
+            "type": "yarn",
+        },
+        "rope_theta": 10000,
+        "routed_scaling_factor": 1.0,
+        "scoring_func": "softmax",
+        "seq_aux": True,
+        "tie_word_embeddings": False,
+        "topk_group": 1,
+        "topk_method": "greedy",
+        "use_cache": True,
+        "v_head_dim": 12,
+        "vocab_size": 400,
+    },
+    # DeepSeek-V2 with q compression (q_lora_rank set) and group-limited greedy routing.
+    "deepseek-v2-qlora": {
+        "architectures": ["DeepseekV2ForCausalLM"],
+        "model_type": "deepseek_v2",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "aux_loss_alpha": 0.001,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "first_k_dense_replace": 1,
+        "hidden_act": "silu",
+        "hidden_size": 96,
+        "initializer_range": 0.02,
+        "intermediate_size": 144,
+        "kv_lora_rank": 40,
+        "max_position_embeddings": 256,
+        "moe_intermediate_size": 24,
+        "moe_layer_freq": 1,
+        "n_group": 4,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "norm_topk_prob": False,
+        "num_attention_heads": 6,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 6,
+        "pretraining_tp": 1,
+        "q_lora_rank": 48,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 4,
+            "mscale": 0.707,
+            "mscale_all_dim": 0.707,
+            "original_max_position_embeddings": 64,
+            "type": "yarn",
+        },
+        "rope_theta": 10000,
+        "routed_scaling_factor": 16.0,
+        "scoring_func": "softmax",
+        "seq_aux": True,
+        "tie_word_embeddings": False,
+        "topk_group": 2,
+        "topk_method": "group_limited_greedy",
+        "use_cache": True,
+        "v_head_dim": 12,
+        "vocab_size": 400,
+    },
+    # DeepSeek-V3-like: MLA with q_lora_rank, sigmoid router with group-limited
+    # (noaux_tc) routing and e_score_correction_bias, 1 shared expert, first layer dense.
+    "deepseek-v3-like": {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 0,
+        "eos_token_id": 1,
+        "ep_size": 1,
+        "first_k_dense_replace": 1,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 160,
+        "kv_lora_rank": 32,
+        "max_position_embeddings": 256,
+        "moe_intermediate_size": 24,
+        "moe_layer_freq": 1,
+        "n_group": 4,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "norm_topk_prob": True,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_hidden_layers": 3,
+        "num_key_value_heads": 4,
+        "num_nextn_predict_layers": 1,
+        "q_lora_rank": 48,
+        "qk_nope_head_dim": 16,
+        "qk_rope_head_dim": 8,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 4,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 64,
+            "type": "yarn",
+        },
+        "rope_theta": 10000,
+        "routed_scaling_factor": 2.5,
+        "scoring_func": "sigmoid",
+        "tie_word_embeddings": False,
+        "topk_group": 2,
+        "topk_method": "noaux_tc",
+        "use_cache": True,
+        "v_head_dim": 12,
+        "vocab_size": 416,
+    },
+    # GPT-2: learned positions, biases everywhere, LayerNorm, GELU, tied head, n_inner None (= 4*n_embd).
+    "gpt2": {
+        "activation_function": "gelu_new",
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        "attn_pdrop": 0.1,
+        "bos_token_id": 0,
+        "embd_pdrop": 0.1,
+        "eos_token_id": 0,
+        "initializer_range": 0.02,
+        "layer_norm_epsilon": 1e-05,
+        "n_ctx": 128,
+        "n_embd": 64,
+        "n_head": 4,
+        "n_inner": None,
+        "n_layer": 3,
+        "n_positions": 128,
+        "reorder_and_upcast_attn": False,
+        "resid_pdrop": 0.1,
+        "scale_attn_by_inverse_layer_idx": False,
+        "scale_attn_weights": True,
+        "use_cache": True,
+        "vocab_size": 300,
+    },
+}
+
+# Keys dropped before building a config. Each is metadata that does not change the
+# architecture the installed transformers builds:
+#   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
+#                          built-in deepseek_v2/_v3 classes are used instead, and
+#                          dropping the key avoids any remote-code resolution.
+#   quantization_config -- DeepSeek-V3's block-FP8 storage description. from_config
+#                          ignores it in 5.23, but if it were applied it would add
+#                          FP8 scale tensors (weight_scale_inv). We count the logical
+#                          (unquantized) parameters.
+#   transformers_version, torch_dtype, dtype, _name_or_path, name_or_path -- metadata;
+#                          the dtype is chosen explicitly by each function.
+_DROP_KEYS = (
+    "auto_map",
+    "quantization_config",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "_name_or_path",
+    "name_or_path",
+)
+
+
+def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager") -> transformers.PretrainedConfig:
+    """Build a transformers config object from a config.json-style dict.
+
+    Fixes applied for the installed transformers (5.23); none changes the architecture:
+    * the keys in ``_DROP_KEYS`` are removed (see above);
+    * legacy ``rope_scaling`` dicts (deepseek ``{"type": "yarn", ...}``, llama3) need no
+      fix: 5.23 converts them to ``rope_parameters`` itself (checked for all bundled
+      configs).
+    """
+    kw = copy.deepcopy(dict(config))
+    model_type = kw.pop("model_type")
+    for key in _DROP_KEYS:
+        kw.pop(key, None)
+    cfg = AutoConfig.for_model(model_type, **kw)
+    cfg._attn_implementation = "eager"
+    cfg._experts_implementation = experts_implementation
+    return cfg
+
+
+def _build(
+    config: dict[str, Any],
+    dtype: torch.dtype,
+    *,
+    experts_implementation: str = "eager",
+    device: str | torch.device = "cpu",
+) -> torch.nn.Module:
+    cfg = _hf_config(config, experts_implementation=experts_implementation)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(
+            cfg,
+            dtype=dtype,
+            attn_implementation="eager",
+            experts_implementation=experts_implementation,
+        )
+    return model.eval()
+
+
+def _experts_impl(experts_implementation: str | None, device: str | torch.device) -> str:
+    """Default experts implementation: the per-expert loop ("eager") on real tensors.
+
+    The loop uses ``nonzero()``, which cannot run on the meta device. On meta,
+    "batched_mm" is used instead. Its FLOP total is the same (top-k semantics), but
+    the expert matmuls show up under ``aten.bmm``.
+    """
+    if experts_implementation is not None:
+        return experts_implementation
+    return "batched_mm" if torch.device(device).type == "meta" else "eager"
+
+
+def _vocab_size(config: dict[str, Any]) -> int:
+    return int(config["vocab_size"])
+
+
+def hf_parameter_count(config: dict[str, Any]) -> int:
+    """Number of parameters of ``AutoModelForCausalLM.from_config(config)``.
+
+    The model is built on the meta device (no memory is allocated, so it works for
+    DeepSeek-V3 671B and Llama-3.1-405B). Counted: ``sum(p.numel() for p in
+    model.parameters())``. Tied weights (gemma2, gpt2 lm_head = embeddings) are counted
+    once, as ``parameters()`` de-duplicates them. Buffers are NOT counted (RoPE
+    ``inv_freq``, deepseek_v3 ``e_score_correction_bias``, gpt2 causal-mask buffers).
+    Included: embeddings (and gpt2 learned positions), all norms (with biases for
+    LayerNorm), all projection weights and biases, MoE router weights, all routed and
+    shared experts, and the LM head if untied. deepseek_v3 MTP layers are not built.
+    """
+    model = _build(config, torch.bfloat16, device="meta")
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def _run_counted(
+    config: dict[str, Any],
+    batch: int,
+    prompt_len: int,
+    phase: str,
+    *,
+    experts_implementation: str | None = None,
+    logits_to_keep: int = 0,
+    device: str = "cpu",
+) -> FlopCounterMode:
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"phase must be 'prefill' or 'decode', got {phase!r}")
+    if batch < 1 or prompt_len < 1:
+        raise ValueError("batch and prompt_len must be >= 1")
+    model = _build(
+        config, torch.float32, experts_implementation=_experts_impl(experts_implementation, device), device=device
+    )
+    gen = torch.Generator().manual_seed(0)
+    vocab = _vocab_size(config)
+    prompt = torch.randint(0, vocab, (batch, prompt_len), generator=gen).to(device)
+    # An explicit all-ones 2-D attention mask (no padding) is passed. It changes no matmul,
+    # but without it transformers 5.23 probes position_ids for packed sequences with
+    # `.all()`, which cannot run on the meta device.
+    mask = torch.ones((batch, prompt_len), dtype=torch.long, device=device)
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad():
+        if phase == "prefill":
+            with counter:
+                model(input_ids=prompt, attention_mask=mask, use_cache=False, logits_to_keep=logits_to_keep)
+        else:
+            out = model(input_ids=prompt, attention_mask=mask, use_cache=True)
+            new_tok = torch.randint(0, vocab, (batch, 1), generator=gen).to(device)
+            mask = torch.ones((batch, prompt_len + 1), dtype=torch.long, device=device)
+            with counter:
+                model(
+                    input_ids=new_tok,
+                    attention_mask=mask,
+                    past_key_values=out.past_key_values,
+                    use_cache=True,
+                    logits_to_keep=logits_to_keep,
+                )
+    return counter
+
+
+def hf_flops(
+    config: dict[str, Any],
+    batch: int,
+    prompt_len: int,
+    phase: str,
+    *,
+    experts_implementation: str | None = None,
+    logits_to_keep: int = 0,
+    device: str = "cpu",
+) -> int:
+    """Total FLOPs that ``FlopCounterMode`` counts for one forward pass of the HF model.
+
+    ``phase="prefill"``: one forward of ``batch x prompt_len`` tokens, no cache.
+    ``phase="decode"``: a prefill of ``prompt_len`` tokens with ``use_cache=True`` is
+    run first (not counted). Then ONE forward of 1 new token per sequence with that
+    cache is counted.
+
+    Setup: float32, ``torch.manual_seed(0)`` random init, ``eval()``, ``no_grad()``,
+    ``attn_implementation="eager"``. ``logits_to_keep=0`` (the transformers default)
+    computes LM-head logits for every position. ``experts_implementation=None``
+    means "eager" (the per-expert loop, counted with top-k semantics) on CPU, and
+    "batched_mm" (same total) on ``device="meta"``. Do not pass "grouped_mm"
+    expecting expert FLOPs: the transformers default is NOT counted by
+    FlopCounterMode.
+
+    ``device="meta"`` runs the same forward on meta tensors. FLOPs depend only on
+    shapes, so this works for the real 7B-671B configs without allocating memory
+    (about 1 s each). It gives the same numbers as CPU for the tiny configs.
+
+    Counted: only matmuls (mm/addmm/bmm/baddbmm), ``2*M*N*K`` each: all projections,
+    router, experts, attention scores and P@V (full S x T, see module docstring),
+    MLA kv_b_proj over all cached positions, LM head. Not counted: anything elementwise.
+    """
+    counter = _run_counted(
+        config,
+        batch,
+        prompt_len,
+        phase,
+        experts_implementation=experts_implementation,
+        logits_to_keep=logits_to_keep,
+        device=device,
+    )
+    return int(counter.get_total_flops())
+
+
+def hf_flops_by_op(
+    config: dict[str, Any],
+    batch: int,
+    prompt_len: int,
+    phase: str,
+    *,
+    experts_implementation: str | None = None,
+    logits_to_keep: int = 0,
+    device: str = "cpu",
+) -> dict[str, int]:
+    """Same measurement as :func:`hf_flops`, split by aten op (e.g. ``{"aten.mm": ..., "aten.bmm": ...}``).
+
+    For debugging: with eager attention, ``aten.bmm``/``aten.baddbmm`` are the
+    attention score and P@V matmuls, and ``aten.mm``/``aten.addmm`` are the linear layers
+    (projections, MLP/experts, router, LM head). With ``experts_implementation="batched_mm"``,
+    the experts also show up under ``aten.bmm``.
+    """
+    counter = _run_counted(
+        config,
+        batch,
+        prompt_len,
+        phase,
+        experts_implementation=experts_implementation,
+        logits_to_keep=logits_to_keep,
+        device=device,
+    )
+    return {str(op): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
+
+
+def _cache_tensors(cache: Any) -> list[torch.Tensor]:
+    """All tensors held by a transformers cache object (5.x ``Cache`` with ``.layers``, or a legacy tuple)."""
+    tensors: list[torch.Tensor] = []
+    if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
+        for layer in cache.layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if isinstance(t, torch.Tensor):
+                    tensors.append(t)
+    elif hasattr(cache, "key_cache"):  # older DynamicCache
+        tensors.extend(t for t in cache.key_cache if isinstance(t, torch.Tensor))
+        tensors.extend(t for t in cache.value_cache if isinstance(t, torch.Tensor))
+    else:  # legacy tuple of (k, v) per layer
+        for layer in cache:
+            tensors.extend(t for t in layer if isinstance(t, torch.Tensor))
+    return tensors
+
+
+def hf_kv_cache_bytes_per_token(
+    config: dict[str, Any], dtype: torch.dtype = torch.bfloat16, *, device: str = "cpu"
+) -> int:
+    """KV-cache bytes per token (summed over all layers) that HF stores after a prefill.
+
+    The model is built in ``dtype``. A prefill of batch 2 x prompt 4 runs with
+    ``use_cache=True``. The bytes of every tensor in the returned cache
+    (``layer.keys`` and ``layer.values`` for all layers) are summed and divided by
+    ``batch * prompt_len``. A sliding-window layer keeps only the last ``window - 1``
+    tokens, so the 4-token prompt must be at most ``window - 1`` (checked: window >= 5).
+    Then every layer holds all tokens, and the result is the per-token cost before the
+    window caps it. For MLA (deepseek) the cache holds the compressed latent:
+    ``kv_lora_rank + qk_rope_head_dim`` values per layer per token (see module
+    docstring). ``device="meta"`` works for the real (large) configs, as it does in
+    :func:`hf_flops`.
+    """
+    batch, prompt_len = 2, 4
+    window = config.get("sliding_window")
+    uses_window = window is not None and not (
+        config.get("model_type") == "qwen2" and not config.get("use_sliding_window", False)
+    )
+    if uses_window and prompt_len > int(window) - 1:
+        raise ValueError(f"sliding_window {window} too small for a {prompt_len}-token probe prompt")
+    model = _build(config, dtype, experts_implementation=_experts_impl(None, device), device=device)
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, _vocab_size(config), (batch, prompt_len), generator=gen).to(device)
+    mask = torch.ones((batch, prompt_len), dtype=torch.long, device=device)
+    with torch.no_grad():
+        out = model(input_ids=prompt, attention_mask=mask, use_cache=True)
+    total = sum(t.numel() * t.element_size() for t in _cache_tensors(out.past_key_values))
+    per_token, rem = divmod(total, batch * prompt_len)
+    if rem:
+        raise AssertionError(f"cache bytes {total} not divisible by {batch * prompt_len} tokens")
+    return int(per_token)
+
+
+if __name__ == "__main__":
+    import time
+
+    print(f"transformers {TRANSFORMERS_VERSION}, torch {torch.__version__}")
+    header = f"{'case':24s} {'params':>10s} {'prefill(2,16)':>14s} {'decode(2,16)':>13s} {'kv B/tok':>9s} {'s':>5s}"
+    print(header)
+    t_all = time.time()
+    for name, cfg in TINY_CONFIGS.items():
+        t0 = time.time()
+        n = hf_parameter_count(cfg)
+        fp = hf_flops(cfg, 2, 16, "prefill")
+        fd = hf_flops(cfg, 2, 16, "decode")
+        kv = hf_kv_cache_bytes_per_token(cfg)
+        print(f"{name:24s} {n:10d} {fp:14d} {fd:13d} {kv:9d} {time.time() - t0:5.2f}")
+    print(f"total {time.time() - t_all:.1f}s")

@@ -1,0 +1,84 @@
+"""Our counts against Hugging Face reference modules (tests/hf_reference.py measures them).
+
+What FlopCounterMode counts, and so what is compared: matmul FLOPs only (mm, addmm, bmm); no
+elementwise work (norms, activations, softmax, rope, bias adds). The HF modules run eager
+attention (full score matrix), logits for every prompt position, MoE experts as a per-expert
+loop, and MLA decompressing the latent cache every step: our Options(attention="eager",
+logits="all", mla_form="naive") describe the same computation.
+"""
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from hf_reference import TINY_CONFIGS, hf_flops, hf_kv_cache_bytes_per_token, hf_parameter_count  # noqa: E402
+
+from roofline import ModelConfig, Options, bundled_models, load_model  # noqa: E402
+from roofline.config import MODELS_DIR  # noqa: E402
+from roofline.evaluate import FLOPS_ROW, compile_model  # noqa: E402
+from roofline.model import parameter_count  # noqa: E402
+
+HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")
+REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b", "gpt2",
+                    "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1"]
+
+
+def raw_config(name: str) -> dict:
+    return json.loads((MODELS_DIR / f"{name}.json").read_text())
+
+
+def our_flops(config: ModelConfig, phase: str, batch: int, prompt: int) -> float:
+    compiled = compile_model(config, HF_LIKE)
+    step, context = (compiled.prefill, prompt) if phase == "prefill" else (compiled.decode, prompt + 1)
+    return float(step(batch, context, (4.0, 4.0, 4.0))[:, FLOPS_ROW].sum())
+
+
+@pytest.mark.parametrize("name", bundled_models())
+def test_parameter_count_equals_the_hugging_face_module(name):
+    assert parameter_count(load_model(name)) == hf_parameter_count(raw_config(name))
+
+
+@pytest.mark.parametrize("case", sorted(TINY_CONFIGS))
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+@pytest.mark.parametrize("batch, prompt", [(2, 16), (3, 5)])
+def test_flops_equal_flop_counter_on_tiny_models(case, phase, batch, prompt):
+    config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
+    expected = hf_flops(TINY_CONFIGS[case], batch, prompt, phase)
+    assert our_flops(config, phase, batch, prompt) == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.parametrize("name", REAL_FLOP_CHECKS)
+def test_decode_flops_equal_flop_counter_on_real_configs(name):
+    expected = hf_flops(raw_config(name), 1, 64, "decode", device="meta")
+    assert our_flops(load_model(name), "decode", 1, 64) == pytest.approx(expected, rel=0.01)
+
+
+@pytest.mark.parametrize("case", sorted(TINY_CONFIGS))
+def test_kv_bytes_per_token_equal_the_hugging_face_cache_tensors(case):
+    config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
+    expected = hf_kv_cache_bytes_per_token(TINY_CONFIGS[case], dtype=torch.bfloat16)
+    assert compile_model(config).kv_cache(1, 1, 2.0) == expected
+
+
+@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3-8b", "deepseek-v3", "deepseek-v2-lite"])
+def test_kv_bytes_per_token_of_real_configs(name):
+    expected = hf_kv_cache_bytes_per_token(raw_config(name), dtype=torch.bfloat16, device="meta")
+    assert compile_model(load_model(name)).kv_cache(1, 1, 2.0) == expected
+
+
+def test_the_oracle_catches_a_kv_cache_sized_by_query_heads():
+    case = next(c for c in sorted(TINY_CONFIGS) if TINY_CONFIGS[c].get("num_key_value_heads", 0)
+                and TINY_CONFIGS[c]["num_key_value_heads"] < TINY_CONFIGS[c]["num_attention_heads"])
+    config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
+    wrong = config.with_overrides(n_kv_heads=config.n_heads)
+    expected = hf_kv_cache_bytes_per_token(TINY_CONFIGS[case], dtype=torch.bfloat16)
+    assert compile_model(wrong).kv_cache(1, 1, 2.0) != expected
+
+
+def test_the_oracle_catches_moe_experts_counted_densely():
+    config = ModelConfig.from_hf_config(TINY_CONFIGS["mixtral"], name="mixtral")
+    dense = config.with_overrides(top_k=config.n_experts)  # every token through every expert
+    expected = hf_flops(TINY_CONFIGS["mixtral"], 2, 16, "prefill")
+    assert our_flops(dense, "prefill", 2, 16) > 1.2 * expected
