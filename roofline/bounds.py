@@ -32,7 +32,8 @@ class Calibration:
     layer_overhead_s: float = 0.0  # per layer per step
 
     def __post_init__(self):
-        values = {"bandwidth_efficiency": self.bandwidth_efficiency, **{f"flops_efficiency.{d}": v for d, v in self.flops_efficiency.items()}}
+        values = {"bandwidth_efficiency": self.bandwidth_efficiency,
+                  **{f"flops_efficiency.{dtype}": v for dtype, v in self.flops_efficiency.items()}}
         for name, value in values.items():
             if not 0 < value <= 1.5:
                 raise ValueError(f"calibration {self.name!r}: {name} must be in (0, 1.5], got {value!r}")
