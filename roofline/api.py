@@ -7,12 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .bounds import IDEAL, Calibration, Roofs, step_times
+from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times
 from .config import ModelConfig, load_model
 from .cost import BYTE_CATEGORIES
 from .evaluate import COMPONENTS, CompiledModel, compile_model
 from .hardware import Hardware, load_hardware
-from .inference import bound_names, evaluate
+from .inference import evaluate
 from .model import Options
 from .precision import Precision
 
@@ -74,9 +74,10 @@ class Analysis:
             frame["count"] = phase.counts
             frame["bytes"] = frame[list(BYTE_CATEGORIES)].sum(axis=1)
             frame["intensity"] = frame["flops"] / frame["bytes"].where(frame["bytes"] > 0)
-            frame["compute_s"], frame["memory_s"] = times.compute_s, times.memory_s
-            frame["time_s"] = np.maximum(times.compute_s, times.memory_s)
-            frame["bound"] = np.where(times.compute_s >= times.memory_s, "compute", "memory")
+            compute, memory = np.array(times.compute_s, dtype=float), np.array(times.memory_s, dtype=float)
+            frame["compute_s"], frame["memory_s"] = compute, memory
+            frame["time_s"] = np.maximum(compute, memory)
+            frame["bound"] = np.where(compute >= memory, "compute", "memory")
             frames.append(frame)
         return pd.concat(frames, ignore_index=True)
 
@@ -94,24 +95,32 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     gen = _check_positive("gen", gen)
     compiled = compile_model(config, options)
     values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
-    frame = pd.DataFrame({k: np.broadcast_to(v, batches.shape) for k, v in values.items()})
-    return Analysis(config, hw, precision, options, calibration, compiled, _label(frame))
+    return Analysis(config, hw, precision, options, calibration, compiled, _frame(values, integers=True))
 
 
-def _label(frame: pd.DataFrame) -> pd.DataFrame:
-    for column in ("batch", "prompt_len", "gen_len", "params", "max_batch"):
-        frame[column] = frame[column].astype(np.int64)
-    for column in ("decode_bound", "prefill_bound"):
-        frame[column] = bound_names(frame[column].to_numpy())
-    return frame
+INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch")
+
+
+def _frame(values: dict, integers: bool) -> pd.DataFrame:
+    """Flatten to one row per point; bound codes become names (and counts integers for analyze)."""
+    columns = {}
+    for name, value in values.items():
+        flat = np.ravel(value)
+        if name in ("decode_bound", "prefill_bound"):
+            flat = pd.Categorical.from_codes(flat, categories=list(BOUNDS))
+        elif integers and name in INTEGER_COLUMNS:
+            flat = flat.astype(np.int64)
+        columns[name] = flat
+    return pd.DataFrame(columns)
 
 
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
-          calibration: Calibration = IDEAL, e2e: bool = True, **overrides) -> pd.DataFrame:
+          calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
-    Columns are those of `analyze` (context is `prompt_len`) plus the precision names.
+    Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
+    prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only.
     """
     config, hw, _, options = _resolve(model, hardware, None, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
@@ -119,11 +128,11 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     gens = _check_positive("gen", np.atleast_1d(gen))
     compiled = compile_model(config, options)
     frames = []
+    columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a))
-        grid_b, grid_s, grid_g = np.meshgrid(batches, contexts, gens, indexing="ij")
-        values = evaluate(compiled, hw, precision, grid_b.ravel(), grid_s.ravel(), grid_g.ravel(), calibration, e2e)
-        frame = pd.DataFrame(values)
+        values = evaluate(compiled, hw, precision, columns_b, rows_s, depth_g, calibration, e2e, prefill)
+        frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
         frames.append(frame)
-    return _label(pd.concat(frames, ignore_index=True))
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)

@@ -10,13 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .evaluate import COMPONENTS, CompiledPhase
+from .evaluate import CompiledPhase
 from .hardware import Hardware
 from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
 BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth")
-FLOPS, WEIGHTS, ACT_READ, ACT_WRITE, KV_READ, KV_WRITE = range(len(COMPONENTS))
 
 
 @dataclass(frozen=True)
@@ -67,30 +66,43 @@ class Roofs:
 
 @dataclass(frozen=True)
 class StepTimes:
-    compute_s: np.ndarray  # per op (n_ops, *shape)
-    memory_s: np.ndarray  # per op
+    compute_s: list  # per op
+    memory_s: list  # per op
     roofline_s: np.ndarray  # step total, each op max(compute, memory), plus overhead
     no_overlap_s: np.ndarray  # step total, each op compute + memory, plus overhead
     bound: np.ndarray  # index into BOUNDS
 
 
-def step_times(counts: np.ndarray, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
-    """counts: (n_ops, n_components, *shape) from a CompiledPhase."""
-    extra = (1,) * (counts.ndim - 2)
-    peaks = roofs.peaks(phase.matmul).reshape((-1,) + extra)
-    flops = counts[:, FLOPS]
-    compute = np.where(flops > 0, flops / peaks, 0.0)
-    op_bytes = counts[:, WEIGHTS:].sum(axis=1)
-    memory = op_bytes / roofs.bandwidth
-    op_time = np.maximum(compute, memory)
-    memory_bound = memory > compute
-    safe = np.where(op_bytes > 0, op_bytes, 1.0)
-    share = np.where(memory_bound, op_time / safe, 0.0)  # seconds per byte of memory-bound ops
-    waits = np.stack([
-        np.where(memory_bound, 0.0, op_time).sum(axis=0),
-        (share * counts[:, WEIGHTS]).sum(axis=0),
-        (share * (counts[:, KV_READ] + counts[:, KV_WRITE])).sum(axis=0),
-        (share * (counts[:, ACT_READ] + counts[:, ACT_WRITE])).sum(axis=0),
-    ])
-    return StepTimes(compute, memory, op_time.sum(axis=0) + roofs.overhead_s,
-                     (compute + memory).sum(axis=0) + roofs.overhead_s, waits.argmax(axis=0))
+def total(arrays) -> np.ndarray:
+    """Sum arrays of different broadcast shapes, smallest first, so most additions stay small."""
+    ordered = sorted(arrays, key=np.size)
+    result = ordered[0]
+    for array in ordered[1:]:
+        result = result + array
+    return result
+
+
+def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepTimes:
+    """counts: per op (flops, weights, act_read, act_write, kv_read, kv_write): CompiledPhase.parts,
+    or the stacked array of CompiledPhase.__call__."""
+    if isinstance(counts, np.ndarray):
+        counts = [tuple(op) for op in counts]
+    peaks = roofs.peaks(phase.matmul)
+    compute, memory, op_time, no_overlap = [], [], [], []
+    waits = [[], [], [], []]  # per BOUNDS entry: seconds each op's time waits on it
+    for peak, (flops, weights, act_read, act_write, kv_read, kv_write) in zip(peaks, counts):
+        moved = weights + act_read + act_write + kv_read + kv_write
+        c = flops / peak
+        m = moved / roofs.bandwidth
+        t = np.maximum(c, m)
+        compute.append(c), memory.append(m), op_time.append(t), no_overlap.append(c + m)
+        memory_bound = m > c
+        per_byte = np.where(memory_bound, t / np.where(moved > 0, moved, 1.0), 0.0)
+        waits[0].append(np.where(memory_bound, 0.0, t))
+        waits[1].append(per_byte * weights)
+        waits[2].append(per_byte * (kv_read + kv_write))
+        waits[3].append(per_byte * (act_read + act_write))
+    roofline = total(op_time) + roofs.overhead_s
+    shape = np.shape(roofline)
+    bound = np.stack([np.broadcast_to(total(w), shape) for w in waits]).argmax(axis=0)
+    return StepTimes(compute, memory, roofline, total(no_overlap) + roofs.overhead_s, bound)

@@ -10,6 +10,7 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 from .hardware import DATA_DIR
@@ -209,8 +210,13 @@ def _gpt2_fields(hf: dict, name: str) -> dict:
     )
 
 
+@lru_cache(maxsize=1)
+def _bundled_names() -> tuple:
+    return tuple(sorted(p.stem for p in MODELS_DIR.glob("*.json")))
+
+
 def bundled_models() -> list[str]:
-    return sorted(p.stem for p in MODELS_DIR.glob("*.json"))
+    return list(_bundled_names())
 
 
 def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
@@ -218,6 +224,17 @@ def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)
+    if text in _bundled_names():
+        return _load_bundled(text)
+    return _load_path(text)
+
+
+@lru_cache(maxsize=None)
+def _load_bundled(name: str) -> ModelConfig:
+    return _load_path(name)
+
+
+def _load_path(text: str) -> ModelConfig:
     path = Path(text)
     if not path.is_file():
         path = MODELS_DIR / f"{text}.json"

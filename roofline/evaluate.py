@@ -30,12 +30,19 @@ class CompiledPhase:
     counts: tuple  # per op: how many times it runs per step (its layer count)
     function: object  # (B, S, b_w, b_a, b_kv) -> list of len(names) * len(COMPONENTS) arrays
 
-    def __call__(self, batch, context, byte_widths) -> np.ndarray:
-        """Array (n_ops, n_components, *shape) of counts for every op."""
+    def parts(self, batch, context, byte_widths) -> list[tuple]:
+        """Per op, its (flops, weights, act_read, act_write, kv_read, kv_write), each an array in
+        the op's own broadcast shape: an op that does not depend on the context stays (nB, 1)."""
         values = self.function(batch, context, *byte_widths)
-        shape = np.broadcast_shapes(np.shape(batch), np.shape(context), *(np.shape(w) for w in byte_widths))
-        stacked = np.stack([np.broadcast_to(np.asarray(v, dtype=float), shape) for v in values])
-        return stacked.reshape((len(self.names), len(COMPONENTS)) + shape)
+        width = len(COMPONENTS)
+        return [tuple(np.asarray(v, dtype=float) for v in values[i * width:(i + 1) * width])
+                for i in range(len(self.names))]
+
+    def __call__(self, batch, context, byte_widths) -> np.ndarray:
+        """Array (n_ops, n_components, *shape) of counts for every op (the full broadcast shape)."""
+        parts = self.parts(batch, context, byte_widths)
+        shape = np.broadcast_shapes(*(np.shape(v) for op in parts for v in op))
+        return np.stack([np.stack([np.broadcast_to(v, shape) for v in op]) for op in parts])
 
 
 def _compile(placed: list[PlacedOp], phase: str) -> CompiledPhase:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from .precision import BITS, normalize_dtype
@@ -106,8 +107,13 @@ def read_hardware_file(path: Path) -> dict[str, Hardware]:
     return {hw_id: hardware_from_dict(hw_id, entry) for hw_id, entry in raw.items()}
 
 
-def bundled_hardware() -> dict[str, Hardware]:
+@lru_cache(maxsize=1)
+def _bundled() -> dict[str, Hardware]:
     return read_hardware_file(HARDWARE_FILE)
+
+
+def bundled_hardware() -> dict[str, Hardware]:
+    return dict(_bundled())
 
 
 def load_hardware(name_or_path: str | Hardware) -> Hardware:
@@ -120,7 +126,7 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
         if len(entries) != 1:
             raise ValueError(f"hardware file {text!r}: holds {len(entries)} entries; pass a file with one")
         return next(iter(entries.values()))
-    table = bundled_hardware()
+    table = _bundled()
     key = text.lower()
     if key not in table:
         raise ValueError(f"hardware: unknown id {text!r}; bundled ids are {', '.join(sorted(table))}, or pass a JSON path")

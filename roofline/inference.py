@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bounds import BOUNDS, IDEAL, ACT_READ, ACT_WRITE, FLOPS, Calibration, Roofs, step_times
+from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times, total
 from .evaluate import CompiledModel
 from .hardware import Hardware
 from .precision import Precision
@@ -26,56 +26,71 @@ def _widths(precision: Precision) -> tuple:
 
 
 def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, prompt, gen,
-             calibration: Calibration = IDEAL, e2e: bool = True) -> dict[str, np.ndarray]:
-    """Every metric for broadcastable arrays of batch, prompt length and generated tokens."""
-    batch, prompt, gen = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (batch, prompt, gen)))
+             calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True) -> dict[str, np.ndarray]:
+    """Every metric for broadcastable arrays of batch, prompt length and generated tokens.
+
+    Arrays keep their own shapes (batch (nB, 1) with prompt (1, nS) evaluates a grid cheaply);
+    prefill=False skips TTFT and E2E (a decode-only sweep).
+    """
+    batch, prompt, gen = (np.asarray(x, dtype=float) for x in (batch, prompt, gen))
     widths = _widths(precision)
     roofs = Roofs.of(hw, precision, calibration, cm.config.n_layers)
-    prefill = cm.prefill(batch, prompt, widths)
-    decode = cm.decode(batch, prompt + 1, widths)
-    pre_t, dec_t = step_times(prefill, cm.prefill, roofs), step_times(decode, cm.decode, roofs)
+    decode = cm.decode.parts(batch, prompt + 1, widths)
+    dec_t = step_times(decode, cm.decode, roofs)
 
     weight_bytes = cm.params * widths[0]
     kv_per_token = cm.kv_cache(1.0, 1.0, widths[2])
-    kv_bytes = cm.kv_cache(batch, prompt + gen, widths[2])
-    per_instance = np.reshape(cm.prefill.counts, (-1,) + (1,) * batch.ndim)
-    workspace = ((prefill[:, ACT_READ] + prefill[:, ACT_WRITE]) / per_instance).max(axis=0)
-    per_sequence = cm.kv_cache(1.0, prompt + gen, widths[2]) + workspace / batch
-    max_batch = np.floor(np.maximum(hw.memory_bytes - weight_bytes, 0.0) / per_sequence)
+    kv_per_sequence = cm.kv_cache(1.0, prompt + gen, widths[2])
+    # Activations scale with the batch, so the workspace per sequence is a prefill of one sequence.
+    one_sequence = cm.prefill.parts(1.0, prompt, widths)
+    workspace_per_sequence = np.max(np.broadcast_arrays(
+        *((act_read + act_write) / count for (_, _, act_read, act_write, _, _), count
+          in zip(one_sequence, cm.prefill.counts))), axis=0)
+    max_batch = np.floor(np.maximum(hw.memory_bytes - weight_bytes, 0.0) / (kv_per_sequence + workspace_per_sequence))
+    kv_bytes = batch * kv_per_sequence
+    workspace = batch * workspace_per_sequence
     memory = weight_bytes + kv_bytes + workspace
+    shape = np.broadcast_shapes(batch.shape, prompt.shape, gen.shape)
 
     out = {
-        "batch": batch, "prompt_len": prompt, "gen_len": gen,
-        "params": np.full(batch.shape, float(cm.params)), "weight_bytes": np.full(batch.shape, weight_bytes),
-        "kv_bytes_per_token": np.full(batch.shape, kv_per_token), "kv_bytes": kv_bytes,
-        "workspace_bytes": workspace, "memory_bytes": memory, "fits": memory <= hw.memory_bytes,
-        "max_batch": max_batch,
-        "prefill_flops": prefill[:, FLOPS].sum(axis=0), "prefill_bytes": prefill[:, 1:].sum(axis=(0, 1)),
-        "ttft_s": pre_t.roofline_s, "prefill_no_overlap_s": pre_t.no_overlap_s, "prefill_bound": pre_t.bound,
-        "decode_flops": decode[:, FLOPS].sum(axis=0), "decode_bytes": decode[:, 1:].sum(axis=(0, 1)),
+        "batch": batch, "prompt_len": prompt, "gen_len": gen, "params": float(cm.params), "weight_bytes": weight_bytes,
+        "kv_bytes_per_token": kv_per_token, "kv_bytes": kv_bytes, "workspace_bytes": workspace, "memory_bytes": memory,
+        "fits": memory <= hw.memory_bytes, "max_batch": max_batch,
+        "decode_flops": total(op[0] for op in decode), "decode_bytes": total(sum(op[1:]) for op in decode),
         "tpot_s": dec_t.roofline_s, "decode_no_overlap_s": dec_t.no_overlap_s, "decode_bound": dec_t.bound,
-        "napkin_tpot_s": (weight_bytes + cm.kv_cache(batch, prompt, widths[2])) / hw.memory_bandwidth,
+        "napkin_tpot_s": (weight_bytes + batch * cm.kv_cache(1.0, prompt, widths[2])) / hw.memory_bandwidth,
     }
     out["tokens_per_s"] = batch / out["tpot_s"]
-    out["prefill_intensity"] = out["prefill_flops"] / out["prefill_bytes"]
     out["decode_intensity"] = out["decode_flops"] / out["decode_bytes"]
-    if e2e:
-        out["e2e_s"] = out["ttft_s"] + decode_time_sum(cm, roofs, widths, batch, prompt, gen)
-    return out
+    if prefill:
+        pre = cm.prefill.parts(batch, prompt, widths)
+        pre_t = step_times(pre, cm.prefill, roofs)
+        out.update({"prefill_flops": total(op[0] for op in pre), "prefill_bytes": total(sum(op[1:]) for op in pre),
+                    "ttft_s": pre_t.roofline_s, "prefill_no_overlap_s": pre_t.no_overlap_s, "prefill_bound": pre_t.bound})
+        out["prefill_intensity"] = out["prefill_flops"] / out["prefill_bytes"]
+        if e2e:
+            out["e2e_s"] = out["ttft_s"] + decode_time_sum(cm, roofs, widths, batch, prompt, gen)
+    return {name: np.broadcast_to(value, shape) for name, value in out.items()}
 
 
 def decode_time_sum(cm: CompiledModel, roofs: Roofs, widths, batch, prompt, gen) -> np.ndarray:
-    """Sum of TPOT over decode steps j = 1 .. G-1 at contexts P + j (trapezoid, end-corrected)."""
+    """Sum of TPOT over decode steps j = 1 .. G-1 at contexts P + j (trapezoid, end-corrected).
+
+    The trapezoid nodes ride on a trailing axis, so every point's steps are one evaluation.
+    """
     steps = np.maximum(gen - 1, 0)
-    u = np.linspace(0.0, 1.0, E2E_NODES).reshape((-1,) + (1,) * batch.ndim)
-    first = prompt + 1
-    contexts = first + u * np.maximum(steps - 1, 0)
-    times = step_times(cm.decode(batch[None], contexts, widths), cm.decode, roofs).roofline_s
-    trapezoid = np.trapezoid(times, dx=1.0 / (E2E_NODES - 1), axis=0) * np.maximum(steps - 1, 0)
-    total = trapezoid + (times[0] + times[-1]) / 2
-    total = np.where(steps == 1, times[0], total)
-    return np.where(steps == 0, 0.0, total)
+    spans = np.maximum(steps - 1, 0)
+    nodes = np.linspace(0.0, 1.0, E2E_NODES)
 
+    def tpot(u):
+        return step_times(cm.decode.parts(batch, prompt + 1 + u * spans, widths), cm.decode, roofs).roofline_s
 
-def bound_names(codes: np.ndarray) -> np.ndarray:
-    return np.asarray(BOUNDS, dtype=object)[codes]
+    shape = np.broadcast_shapes(np.shape(batch), np.shape(prompt), np.shape(spans))
+    if np.prod(shape) < 4096:  # small: every node in one call, on a leading axis
+        times = list(np.broadcast_to(tpot(nodes.reshape((-1,) + (1,) * len(shape))), (E2E_NODES,) + shape))
+    else:  # large grids: node by node keeps memory at one grid
+        times = [tpot(u) for u in nodes]
+    ends = (times[0] + times[-1]) / 2
+    summed = (total(times[1:-1]) + ends) / (E2E_NODES - 1) * spans + ends
+    summed = np.where(steps == 1, times[0], summed)
+    return np.where(steps == 0, 0.0, summed)
