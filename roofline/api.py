@@ -111,7 +111,7 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
         elif integers and name in INTEGER_COLUMNS:
             flat = flat.astype(np.int64)
         columns[name] = flat
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, copy=False)  # the arrays are fresh: no need to copy them into one block
 
 
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),

@@ -103,6 +103,10 @@ def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepT
         waits[2].append(per_byte * (kv_read + kv_write))
         waits[3].append(per_byte * (act_read + act_write))
     roofline = total(op_time) + roofs.overhead_s
-    shape = np.shape(roofline)
-    bound = np.stack([np.broadcast_to(total(w), shape) for w in waits]).argmax(axis=0)
+    bound = np.zeros(np.shape(roofline), dtype=np.int8)
+    longest = total(waits[0])
+    for index, wait in enumerate(waits[1:], start=1):  # argmax without stacking four grids
+        wait = total(wait)
+        bound[np.broadcast_to(wait > longest, bound.shape)] = index
+        longest = np.maximum(longest, wait)
     return StepTimes(compute, memory, roofline, total(no_overlap) + roofs.overhead_s, bound)

@@ -7,7 +7,7 @@ import sys
 from . import cli_analyze
 
 SUBCOMMANDS = [cli_analyze]  # each module: NAME, add_arguments(parser), run(args) -> int
-OPTIONAL = ("roofline.cli_report", "validation.cli")  # present when their issue has landed
+OPTIONAL = ("roofline.cli_report", "roofline.cli_serving", "validation.cli")  # present when their issue has landed
 
 
 def _modules():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times, total
+from .bounds import IDEAL, Calibration, Roofs, step_times, total
 from .evaluate import CompiledModel
 from .hardware import Hardware
 from .precision import Precision

@@ -1,0 +1,61 @@
+"""Speed of the compiled evaluators: a 1e6-point decode sweep and one single analysis.
+
+Targets (issue 2, on the 2-core CI machine): >= 1e7 points/s for the sweep, <= 1 ms per analysis.
+Timings on a shared machine are noisy: each figure is the median of several runs, and the ratio
+to a plain numpy baseline of the same size (one multiply-add over 1e6 points) is reported too.
+Run: python benchmarks/bench_evaluate.py [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+import roofline
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up: compiles and caches
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+
+    batches, contexts = np.arange(1, 1001), np.arange(1, 1001) * 32
+    grid = np.random.default_rng(0).random(1_000_000)
+    results = {
+        "decode_sweep_points": batches.size * contexts.size,
+        "decode_sweep_s": median_seconds(lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches,
+                                                                context=contexts, prefill=False), args.repeats),
+        "full_sweep_10k_s": median_seconds(lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches[:100],
+                                                                  context=contexts[:100]), args.repeats),
+        "single_analysis_s": median_seconds(lambda: roofline.analyze("llama-2-13b", "h100-sxm", batch=[1]),
+                                            args.repeats * 20),
+        "numpy_fma_1e6_s": median_seconds(lambda: grid * 2.0 + 1.0, args.repeats * 4),
+    }
+    results["decode_points_per_s"] = results["decode_sweep_points"] / results["decode_sweep_s"]
+    results["decode_sweep_in_numpy_fmas"] = results["decode_sweep_s"] / results["numpy_fma_1e6_s"]
+    if args.json:
+        print(json.dumps(results, indent=2, sort_keys=True))
+        return
+    print(f"decode sweep: {results['decode_points_per_s']:.3g} points/s "
+          f"({results['decode_sweep_s'] * 1e3:.0f} ms for 1e6 points = "
+          f"{results['decode_sweep_in_numpy_fmas']:.0f} numpy multiply-adds of 1e6)")
+    print(f"full sweep (prefill, decode, E2E), 1e4 points: {results['full_sweep_10k_s'] * 1e3:.1f} ms")
+    print(f"single analysis (3 phases, 1 batch): {results['single_analysis_s'] * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
