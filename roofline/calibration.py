@@ -1,0 +1,89 @@
+"""Calibrations from files: a device's fitted efficiencies and overheads (data/calibration/*.yaml).
+
+A file holds fractions of the datasheet roofs of the bundled hardware it names (`hardware:`), as
+fitted by `roofline fit`; other keys (achieved roofs, measured ceilings, fit quality) document it.
+"default" is for devices never measured: the median of the committed fits marked transferable
+(fractions of a real datasheet, capped at 1), with no overheads, which are specific to a device
+and its software stack. A fit against an assumed datasheet (the `cpu` entry) is not transferable.
+With no transferable fit committed, "default" is the ideal bound, and its name says so.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import yaml
+
+from .bounds import IDEAL, Calibration
+from .hardware import DATA_DIR
+
+CALIBRATION_DIR = DATA_DIR / "calibration"
+DEFAULT = "default"
+
+
+def _number(raw: dict, key: str, where: str, default=None) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"calibration {where}: field {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def calibration_from_dict(raw, where: str) -> Calibration:
+    if not isinstance(raw, dict):
+        raise ValueError(f"calibration {where}: expected a mapping of fields, got {type(raw).__name__}")
+    flops = raw.get("flops_efficiency", {})
+    if not isinstance(flops, dict):
+        raise ValueError(f"calibration {where}: field 'flops_efficiency' must map dtype -> fraction, got {flops!r}")
+    return Calibration(
+        name=str(raw.get("name") or where),
+        bandwidth_efficiency=_number(raw, "bandwidth_efficiency", where),
+        flops_efficiency={str(d): _number(flops, d, f"{where} flops_efficiency") for d in flops},
+        step_overhead_s=_number(raw, "step_overhead_s", where, 0.0),
+        layer_overhead_s=_number(raw, "layer_overhead_s", where, 0.0),
+    )
+
+
+def read_calibration_file(path: Path) -> dict:
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"calibration file {str(path)!r}: cannot read YAML ({err})") from None
+    if not isinstance(raw, dict):
+        raise ValueError(f"calibration file {str(path)!r}: expected a mapping of fields")
+    return raw
+
+
+def committed_calibrations() -> dict[str, dict]:
+    return {p.stem: read_calibration_file(p) for p in sorted(CALIBRATION_DIR.glob("*.yaml"))}
+
+
+def default_calibration() -> Calibration:
+    """Efficiencies transferred from the committed, transferable fits (median, capped at 1)."""
+    fits = {name: raw for name, raw in committed_calibrations().items() if raw.get("transferable") is True}
+    if not fits:
+        return Calibration(name="default (no transferable fits committed: ideal bound)")
+    bandwidth = statistics.median(min(1.0, _number(raw, "bandwidth_efficiency", name)) for name, raw in fits.items())
+    by_dtype: dict = {}
+    for name, raw in fits.items():
+        for dtype in raw.get("flops_efficiency") or {}:
+            by_dtype.setdefault(dtype, []).append(min(1.0, _number(raw["flops_efficiency"], dtype, name)))
+    return Calibration(name=f"default (transferred from {', '.join(fits)})", bandwidth_efficiency=bandwidth,
+                       flops_efficiency={d: statistics.median(v) for d, v in by_dtype.items()})
+
+
+def load_calibration(name_or_path: str | Calibration | None) -> Calibration:
+    """'ideal', 'default', a committed name (a file stem in data/calibration) or a YAML path."""
+    if isinstance(name_or_path, Calibration):
+        return name_or_path
+    text = "ideal" if name_or_path is None else str(name_or_path)
+    if text == "ideal":
+        return IDEAL
+    if text == DEFAULT:
+        return default_calibration()
+    path = Path(text)
+    if not path.is_file():
+        path = CALIBRATION_DIR / f"{text}.yaml"
+        if not path.is_file():
+            known = ", ".join(sorted(committed_calibrations()) + ["default", "ideal"])
+            raise ValueError(f"calibration: unknown calibration {text!r}; committed: {known}, or pass a YAML path")
+    return calibration_from_dict(read_calibration_file(path), path.stem)

@@ -1,0 +1,65 @@
+"""load_calibration: committed fits, YAML paths, 'default' (transferred) and bad files named by field."""
+import pytest
+import yaml
+
+from roofline import calibration as cal
+from roofline.bounds import IDEAL
+
+
+def write(path, **fields):
+    path.write_text(yaml.safe_dump(fields))
+    return path
+
+
+def test_a_calibration_file_becomes_a_calibration(tmp_path):
+    path = write(tmp_path / "dev.yaml", name="dev", hardware="h100-sxm", bandwidth_efficiency=0.9,
+                 flops_efficiency={"bf16": 0.7}, step_overhead_s=1e-5, layer_overhead_s=2e-6)
+    c = cal.load_calibration(str(path))
+    assert (c.name, c.bandwidth_efficiency, c.flops_efficiency, c.step_overhead_s, c.layer_overhead_s) == (
+        "dev", 0.9, {"bf16": 0.7}, 1e-5, 2e-6)
+
+
+@pytest.mark.parametrize("fields, named", [
+    ({"flops_efficiency": {"bf16": 0.7}}, "bandwidth_efficiency"),
+    ({"bandwidth_efficiency": "fast"}, "bandwidth_efficiency"),
+    ({"bandwidth_efficiency": 0.9, "flops_efficiency": [0.7]}, "flops_efficiency"),
+    ({"bandwidth_efficiency": 0.9, "flops_efficiency": {"bf16": None}}, "bf16"),
+    ({"bandwidth_efficiency": 0.9, "step_overhead_s": -1.0}, "step_overhead_s"),
+    ({"bandwidth_efficiency": 3.0}, "bandwidth_efficiency"),
+])
+def test_a_bad_file_is_a_value_error_naming_the_field(tmp_path, fields, named):
+    with pytest.raises(ValueError, match=named):
+        cal.load_calibration(str(write(tmp_path / "bad.yaml", **fields)))
+
+
+def test_unreadable_and_unknown_calibrations_are_value_errors(tmp_path):
+    (tmp_path / "broken.yaml").write_text("a: [unclosed")
+    with pytest.raises(ValueError, match="cannot read YAML"):
+        cal.load_calibration(str(tmp_path / "broken.yaml"))
+    with pytest.raises(ValueError, match="unknown calibration"):
+        cal.load_calibration("no-such-device")
+
+
+def test_default_transfers_the_median_of_transferable_fits_capped_at_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(cal, "CALIBRATION_DIR", tmp_path)
+    assert cal.load_calibration("default").bandwidth_efficiency == 1.0
+    assert "ideal" in cal.load_calibration("default").name
+    write(tmp_path / "a.yaml", transferable=True, bandwidth_efficiency=0.8, flops_efficiency={"bf16": 0.6},
+          layer_overhead_s=1e-3)
+    write(tmp_path / "b.yaml", transferable=True, bandwidth_efficiency=0.9, flops_efficiency={"bf16": 1.2})
+    write(tmp_path / "cpu.yaml", transferable=False, bandwidth_efficiency=0.1, flops_efficiency={"bf16": 0.1})
+    c = cal.load_calibration("default")
+    assert c.bandwidth_efficiency == pytest.approx(0.85)
+    assert c.flops_efficiency == {"bf16": pytest.approx(0.8)}  # median of 0.6 and min(1, 1.2)
+    assert c.layer_overhead_s == 0.0  # overheads belong to a device and its stack
+    assert "a, b" in c.name and "cpu" not in c.name
+
+
+def test_ideal_is_the_uncalibrated_bound():
+    assert cal.load_calibration("ideal") is IDEAL
+    assert cal.load_calibration(None) is IDEAL
+
+
+def test_every_committed_calibration_loads():
+    for name in cal.committed_calibrations():
+        assert cal.load_calibration(name).bandwidth_efficiency > 0

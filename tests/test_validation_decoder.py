@@ -1,0 +1,78 @@
+"""CPU oracle: the validation decoder computes the same logits as Hugging Face's LlamaForCausalLM."""
+import pytest
+import torch
+
+from roofline import ModelConfig
+from validation.decoder import build_decoder
+
+transformers = pytest.importorskip("transformers")
+
+# GQA (8 query heads on 2 KV heads) and a head_dim (24) that is not hidden / heads (64 / 8 = 8).
+TINY = ModelConfig(name="tiny-gqa", family="llama", d_model=64, n_layers=2, n_heads=8, n_kv_heads=2,
+                   head_dim=24, d_ff=96, vocab_size=101)
+TOLERANCE = dict(atol=1e-4, rtol=1e-4)  # fp32 on CPU: only summation order differs
+
+
+def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
+    hf_config = transformers.LlamaConfig(
+        hidden_size=config.d_model, num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
+        num_key_value_heads=config.n_kv_heads, head_dim=config.head_dim, intermediate_size=config.d_ff,
+        vocab_size=config.vocab_size, rms_norm_eps=ours.eps, rope_theta=ours.rope_theta,
+        tie_word_embeddings=False, attn_implementation="eager")
+    hf = transformers.LlamaForCausalLM(hf_config).eval()
+    H, N, K, Fd = config.head_dim, config.n_heads, config.n_kv_heads, config.d_ff
+    with torch.no_grad():
+        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
+        hf.model.norm.weight.copy_(ours.final_norm)
+        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        for mine, theirs in zip(ours.layers, hf.model.layers):
+            q, k, v = mine.qkv.weight.split((N * H, K * H, K * H))
+            theirs.self_attn.q_proj.weight.copy_(q)
+            theirs.self_attn.k_proj.weight.copy_(k)
+            theirs.self_attn.v_proj.weight.copy_(v)
+            theirs.self_attn.o_proj.weight.copy_(mine.o.weight)
+            gate, up = mine.gate_up.weight.split((Fd, Fd))
+            theirs.mlp.gate_proj.weight.copy_(gate)
+            theirs.mlp.up_proj.weight.copy_(up)
+            theirs.mlp.down_proj.weight.copy_(mine.down.weight)
+            theirs.input_layernorm.weight.copy_(mine.attn_norm)
+            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+    return hf
+
+
+@pytest.mark.parametrize("n_kv_heads", [8, 2, 1])  # MHA, GQA, MQA
+def test_prefill_and_decode_logits_match_hugging_face_llama(n_kv_heads):
+    config = TINY.with_overrides(n_kv_heads=n_kv_heads)
+    ours = build_decoder(config, "fp32", seed=1)
+    with torch.no_grad():  # non-trivial norm weights, so a missing norm weight would show
+        for layer in ours.layers:
+            layer.attn_norm.uniform_(0.5, 1.5)
+            layer.mlp_norm.uniform_(0.5, 1.5)
+    hf = hugging_face_twin(config, ours)
+    batch, prompt, steps = 3, 7, 4
+    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(2))
+    ours.allocate_cache(batch, prompt + steps)
+    with torch.no_grad():
+        out = hf(tokens[:, :prompt], use_cache=True)
+        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
+        cache = out.past_key_values
+        for j in range(prompt, prompt + steps):
+            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+
+
+def test_a_chunk_after_cached_tokens_matches_one_long_prefill():
+    ours = build_decoder(TINY, "fp32", seed=3)
+    tokens = torch.randint(0, TINY.vocab_size, (2, 12), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        ours.allocate_cache(2, 12)
+        whole = ours(tokens)
+        ours.allocate_cache(2, 12)
+        ours(tokens[:, :5])
+        torch.testing.assert_close(ours(tokens[:, 5:], start=5), whole, **TOLERANCE)
+
+
+def test_unsupported_architectures_are_refused_by_name():
+    with pytest.raises(ValueError, match="MoE"):
+        build_decoder(TINY.with_overrides(n_experts=4, top_k=2, d_expert=32))

@@ -1,0 +1,77 @@
+"""The fit recovers known roofs from synthetic measurements and scores them on held-out contexts."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from roofline import Hardware, Precision
+from roofline.bounds import Calibration
+from roofline.evaluate import compile_model
+from roofline.inference import evaluate
+from validation import records
+from validation.cli import PRESETS
+from validation.fit import calibration_document, fit
+
+CONFIG = PRESETS["cpu-small"]
+MEASURED = Hardware(id="measured", name="synthetic", memory_bytes=1e12, memory_bandwidth=60e9,
+                    peak_flops={"fp32": 200e9})
+TRUTH = Calibration("truth", bandwidth_efficiency=0.45, flops_efficiency={"fp32": 0.8}, layer_overhead_s=50e-6)
+
+
+def synthetic_frame(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Rows as the sweep writes them, timed by the library itself with the TRUTH calibration."""
+    rng = np.random.default_rng(seed)
+    compiled, precision = compile_model(CONFIG), Precision(weights="fp32", activations="fp32", kv="fp32")
+    rows = []
+    for phase in ("decode", "prefill"):
+        for context in (128, 512, 2048):
+            for batch in (1, 4, 16, 64):
+                if phase == "prefill" and batch * context > 8192:
+                    continue
+                metrics = evaluate(compiled, MEASURED, precision, batch, context, 1, TRUTH, e2e=False)
+                time_s = float(metrics["tpot_s" if phase == "decode" else "ttft_s"]) * (1 + noise * rng.standard_normal())
+                rows.append({**{c: "" for c in records.COLUMNS}, "device": "cpu", "device_name": "synthetic",
+                             "torch_version": "x", "model": CONFIG.name, "config_hash": "h", "dtype": "fp32",
+                             **{f: getattr(CONFIG, f) for f in ("n_layers", "d_model", "n_heads", "n_kv_heads",
+                                                                "head_dim", "d_ff", "vocab_size")},
+                             "phase": phase, "batch": batch, "context": context, "status": "ok", "time_s": time_s,
+                             "copy_bandwidth": 60e9, "read_bandwidth": 30e9, "matmul_flops_fp32": 200e9})
+    frame = pd.DataFrame(rows)
+    for column in ("batch", "context", "time_s", "copy_bandwidth", "read_bandwidth", "matmul_flops_fp32",
+                   "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"):
+        frame[column] = pd.to_numeric(frame[column])
+    frame["matmul_flops_bf16"] = frame["matmul_flops_fp16"] = np.nan
+    return frame
+
+
+def test_the_fit_recovers_the_roofs_and_overhead_that_generated_the_data():
+    result = fit(synthetic_frame(), "synthetic")
+    c = result.calibration
+    assert c.bandwidth_efficiency == pytest.approx(0.45, rel=0.02)
+    assert c.flops_efficiency["fp32"] == pytest.approx(0.8, rel=0.02)
+    assert c.layer_overhead_s == pytest.approx(50e-6, rel=0.05)
+    for phase in ("decode", "prefill"):
+        assert result.summary[phase]["heldout_p90_abs_err"] < 0.01
+
+
+def test_held_out_error_reflects_measurement_noise_and_is_finite():
+    result = fit(synthetic_frame(noise=0.05, seed=1), "noisy")
+    decode = result.summary["decode"]
+    assert decode["n_heldout"] == decode["n_points"] == 12
+    assert 0.005 < decode["heldout_median_abs_err"] < 0.15
+
+
+def test_mbu_counts_the_library_bytes_over_the_measured_copy_bandwidth():
+    result = fit(synthetic_frame(), "synthetic")
+    batch1 = result.points[(result.points["phase"] == "decode") & (result.points["batch"] == 1)]
+    # decode at batch 1 is memory bound: bytes / time = 0.45 of the roof, less the small overhead
+    assert batch1["mbu"].between(0.40, 0.45).all()
+    assert result.summary["mbu_batch1"] == pytest.approx(batch1["mbu"].median())
+
+
+def test_the_calibration_file_states_fractions_of_the_named_datasheet():
+    result = fit(synthetic_frame(), "synthetic")
+    datasheet = Hardware(id="sheet", name="sheet", memory_bytes=1e12, memory_bandwidth=30e9, peak_flops={"fp32": 400e9})
+    document = calibration_document(result, datasheet, ["x.csv"])
+    assert document["hardware"] == "sheet"
+    assert document["bandwidth_efficiency"] == pytest.approx(0.45 * 60 / 30, rel=0.02)
+    assert document["flops_efficiency"]["fp32"] == pytest.approx(0.8 * 200 / 400, rel=0.02)

@@ -1,0 +1,186 @@
+"""`roofline validate` (measure a sweep on this machine) and `roofline fit` (calibrate from CSVs)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from roofline import ModelConfig, load_hardware, load_model
+from roofline.hardware import DATA_DIR
+
+from . import records
+
+MEASUREMENTS_DIR = DATA_DIR / "measurements"
+CALIBRATION_DIR = DATA_DIR / "calibration"
+PRESETS = {
+    # Llama-shaped, GQA; sized so the full CPU sweep (batch 1..64, context 128..4096) takes minutes.
+    "cpu-small": ModelConfig(name="cpu-small", family="llama", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
+                             head_dim=64, d_ff=2816, vocab_size=32000),
+    "tiny": ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
+                        d_ff=128, vocab_size=256),
+}
+DEFAULTS = {"cpu": dict(batches="1,2,4,8,16,32,64", contexts="128,256,512,1024,2048,4096", steps=10,
+                        prefill_token_limit=2048, prefill_repeats=3),
+            "cuda": dict(batches="1,2,4,8,16,32,64,128,256,512", contexts="128,512,1024,2048,4096,8192,16384,32768",
+                         steps=50, prefill_token_limit=32768, prefill_repeats=10)}
+# datasheet entries in data/hardware.json, matched on torch's device name
+DATASHEETS = (("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm"), ("H200", "h200"), ("A100-SXM4-80GB", "a100-80gb"),
+              ("A100 80GB", "a100-80gb"), ("A100", "a100-40gb"), ("L40S", "l40s"), ("A10G", "a10g"), ("L4", "l4"),
+              ("4090", "rtx-4090"), ("MI300X", "mi300x"), ("B200", "b200"))
+
+
+def integers(text: str, name: str) -> tuple:
+    try:
+        values = tuple(int(v) for v in str(text).split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"--{name}: expected comma-separated whole numbers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise ValueError(f"--{name}: expected positive whole numbers, got {text!r}")
+    return values
+
+
+def model_config(name: str, layers: int | None) -> ModelConfig:
+    config = PRESETS[name] if name in PRESETS else load_model(name)
+    return config.with_overrides(n_layers=layers, layer_attention=(), layer_mlp=()) if layers else config
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--model", default="cpu-small", help=f"a preset ({', '.join(PRESETS)}), bundled model or config.json")
+    parser.add_argument("--layers", type=int, help="override the layer count (a shorter model, same shape)")
+    parser.add_argument("--dtype", default=None, help="comma-separated: fp32,bf16,fp16 (default: fp32 on cpu, bf16 on cuda)")
+    parser.add_argument("--batches", help="comma-separated batch sizes")
+    parser.add_argument("--contexts", help="comma-separated context lengths (tokens already cached)")
+    parser.add_argument("--kv-heads", help="comma-separated KV head counts to sweep (MHA/GQA/MQA); default: the model's")
+    parser.add_argument("--steps", type=int, help="timed decode steps per point")
+    parser.add_argument("--prefill-token-limit", type=int, help="measure prefill where batch * context <= this")
+    parser.add_argument("--out", default=str(MEASUREMENTS_DIR), help="directory for <device>-<date>.csv")
+    parser.add_argument("--csv", help="append to (and resume) this file instead")
+    parser.add_argument("--threads", type=int, help="CPU threads (recorded with every row)")
+    parser.add_argument("--quick-ceilings", action="store_true", help="tiny ceiling measurements (smoke tests)")
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Measure decode and prefill step times over a batch x context sweep on this machine."""
+    import torch  # the validate extra; the fit needs no torch
+
+    from .ceilings import measure_ceilings
+    from .sweep import SweepSpec, default_csv, run_sweep
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is visible to torch")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    defaults = DEFAULTS[args.device]
+    dtypes = tuple((args.dtype or ("fp32" if args.device == "cpu" else "bf16")).split(","))
+    spec = SweepSpec(
+        device=args.device, model=model_config(args.model, args.layers), dtypes=dtypes,
+        batches=integers(args.batches or defaults["batches"], "batches"),
+        contexts=integers(args.contexts or defaults["contexts"], "contexts"),
+        kv_heads=integers(args.kv_heads, "kv-heads") if args.kv_heads else (),
+        steps=args.steps or defaults["steps"], prefill_repeats=defaults["prefill_repeats"],
+        prefill_token_limit=args.prefill_token_limit or defaults["prefill_token_limit"])
+    path = Path(args.csv) if args.csv else default_csv(Path(args.out), args.device)
+    ceilings = measure_ceilings(args.device, dtypes, quick=args.quick_ceilings)
+    print(f"device ceilings: copy {ceilings.copy_bandwidth / 1e9:.1f} GB/s (read+write), read "
+          f"{ceilings.read_bandwidth / 1e9:.1f} GB/s, matmul "
+          + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in ceilings.matmul_flops.items()), file=sys.stderr)
+    written = run_sweep(spec, path, ceilings)
+    print(f"{path}: {written[records.OK]} measured, {written[records.DOES_NOT_FIT]} do not fit, "
+          f"{written['skipped']} skipped (already there or prefill over the token limit)")
+    return 0
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("files", nargs="+", help="measurement CSVs of one device")
+    parser.add_argument("--out", help="calibration YAML (default: data/calibration/<device>.yaml)")
+    parser.add_argument("--hardware", help="datasheet entry the fractions are relative to (default: from the device "
+                                           "name; 'measured' for the measured ceilings)")
+    parser.add_argument("--plots", help="PNG path for the figures (default: next to the first CSV)")
+    parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the fit summary as JSON")
+
+
+def datasheet_for(device: str, device_name: str, choice: str | None):
+    if choice == "measured":
+        return None
+    if choice:
+        return load_hardware(choice)
+    if device == "cpu":
+        return load_hardware("cpu")
+    match = next((hw_id for key, hw_id in DATASHEETS if key.lower() in device_name.lower()), None)
+    return load_hardware(match) if match else None
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Fit a device's bandwidth, FLOP/s and overheads to measurements; report held-out error."""
+    from .fit import calibration_document, fit
+
+    paths = [Path(f) for f in args.files]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"fit: no such file {', '.join(missing)}")
+    frame = records.load_frame(paths)
+    first = frame.iloc[0]
+    slug = records.device_slug_of(str(first["device"]), str(first["device_name"]))
+    result = fit(frame, slug)
+    datasheet = datasheet_for(str(first["device"]), str(first["device_name"]), args.hardware)
+    document = calibration_document(result, datasheet, [p.name for p in paths])
+    out = Path(args.out) if args.out else CALIBRATION_DIR / f"{slug}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(yaml.safe_dump(document, sort_keys=False))
+    if not args.no_plots:
+        from .plots import save_validation_plots
+        plot = Path(args.plots) if args.plots else paths[0].with_suffix(".png")
+        save_validation_plots(result.points, plot, f"{slug}: {first['model']} ({', '.join(frame['dtype'].unique())})")
+    summary = result.summary
+    if args.json:
+        decode = summary.get("decode", {})
+        print(json.dumps({"n_points": len(result.points), "params": document["achieved"] | {
+            "step_overhead_s": document["step_overhead_s"], "layer_overhead_s": document["layer_overhead_s"],
+            "calibration": {k: document[k] for k in ("hardware", "bandwidth_efficiency", "flops_efficiency")}},
+            "heldout_median_abs_err": decode.get("heldout_median_abs_err"),
+            "heldout_p90_abs_err": decode.get("heldout_p90_abs_err"),
+            "mbu_batch1": summary["mbu_batch1"], "calibration_file": str(out),
+            "by_phase": {k: v for k, v in summary.items() if isinstance(v, dict)}}, indent=2))
+    else:
+        print(report(result, document, out))
+    return 0
+
+
+def report(result, document: dict, out: Path) -> str:
+    lines = [f"fit of {len(result.points)} points -> {out} (fractions of {document['hardware']!r})",
+             f"  achieved bandwidth {document['achieved']['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+             + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in document["achieved"]["flops_per_s"].items())
+             + f", overhead {document['step_overhead_s'] * 1e6:.1f} us/step + {document['layer_overhead_s'] * 1e6:.1f} us/layer"]
+    for phase in ("decode", "prefill"):
+        s = result.summary.get(phase)
+        if s:
+            lines.append(f"  {phase}: held-out |error| median {s['heldout_median_abs_err']:.1%}, "
+                         f"p90 {s['heldout_p90_abs_err']:.1%} ({s['n_heldout']} points)")
+    lines.append(f"  MBU at batch 1 (decode, median): {result.summary['mbu_batch1']:.2f} of copy bandwidth, "
+                 f"{result.summary['mbu_read_batch1']:.2f} of read bandwidth")
+    return "\n".join(lines)
+
+
+COMMANDS = [("validate", add_validate_arguments, run_validate), ("fit", add_fit_arguments, run_fit)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Both commands without the `roofline` entry point (python -m validation.cli validate ...)."""
+    parser = argparse.ArgumentParser(prog="python -m validation.cli")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add_arguments, run in COMMANDS:
+        add_arguments(sub.add_parser(name, help=run.__doc__.splitlines()[0]))
+    args = parser.parse_args(argv)
+    try:
+        return {n: r for n, _, r in COMMANDS}[args.command](args)
+    except ValueError as err:
+        print(f"roofline {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""The decode under test: a minimal Llama-style decoder with a static KV cache, random weights.
+
+Built from a `roofline.ModelConfig` (MHA/GQA/MQA with explicit head_dim, gated SiLU MLP, RMSNorm,
+rope). Left out: MoE, MLA, sliding windows, biases, LayerNorm and learned positions (the config
+is refused with a ValueError). Q, K, V and gate/up are fused into one matmul each, as serving
+engines run them, so a decode step at batch 1 is a handful of weight-streaming GEMVs per layer.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from roofline import ModelConfig
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_supported(config: ModelConfig) -> None:
+    unsupported = {"MoE": config.n_experts, "MLA": config.kv_lora_rank, "sliding window": config.window,
+                   "LayerNorm": config.layer_norm, "plain (ungated) MLP": not config.gated_mlp,
+                   "biases": config.qkv_bias or config.out_bias or config.mlp_bias,
+                   "learned positions": config.learned_positions, "cross-layer KV": config.cla_factor > 1,
+                   "4 norms per layer": config.norms_per_layer != 2}
+    found = [name for name, present in unsupported.items() if present]
+    if found:
+        raise ValueError(f"model {config.name!r}: the validation decoder does not implement {', '.join(found)}")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"dtype: {name!r} is not supported by the validation decoder; use one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    # In fp32 and cast back before the weight multiply, as Hugging Face's LlamaRMSNorm does.
+    xf = x.float()
+    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rope in the half-split layout (Hugging Face Llama): x (B, heads, T, H), cos/sin (T, H)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + rotated * sin
+
+
+def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """q (B, K, G, H) against the cache (B, K, S, H): SDPA's flash kernel on GPU; on CPU two
+    batched GEMVs, because the CPU flash kernel measured up to 10x slower at T = 1 (torch 2.13)."""
+    if q.is_cuda:
+        return F.scaled_dot_product_attention(q, keys, values)
+    scores = (q @ keys.transpose(-1, -2)).float() * q.shape[-1] ** -0.5  # (B, K, G, S)
+    return torch.softmax(scores, dim=-1).to(q.dtype) @ values  # (B, K, G, H)
+
+
+class Layer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        D, N, K, H, Fd = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.d_ff
+        self.N, self.K, self.H = N, K, H
+        self.attn_norm = nn.Parameter(torch.ones(D))
+        self.qkv = nn.Linear(D, (N + 2 * K) * H, bias=False)  # [Q|K|V] = X @ W_qkv
+        self.o = nn.Linear(N * H, D, bias=False)
+        self.mlp_norm = nn.Parameter(torch.ones(D))
+        self.gate_up = nn.Linear(D, 2 * Fd, bias=False)  # [G|U] = X @ W_gate_up
+        self.down = nn.Linear(Fd, D, bias=False)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, start: int, eps: float):
+        """x (B, T, D); the T new keys go to cache positions start .. start+T-1."""
+        B, T, _ = x.shape
+        N, K, H = self.N, self.K, self.H
+        q, k, v = self.qkv(rms_norm(x, self.attn_norm, eps)).split((N * H, K * H, K * H), dim=-1)
+        q = rotate(q.view(B, T, N, H).transpose(1, 2), cos, sin)
+        k = rotate(k.view(B, T, K, H).transpose(1, 2), cos, sin)
+        k_cache[:, :, start:start + T] = k
+        v_cache[:, :, start:start + T] = v.view(B, T, K, H).transpose(1, 2)
+        keys, values = k_cache[:, :, :start + T], v_cache[:, :, :start + T]
+        if T == 1:
+            # Decode: the G = N/K query heads sharing a KV head become G queries of that head, so
+            # the cache is read once, never repeated to N heads; every cached key is visible.
+            out = grouped_decode_attention(q.reshape(B, K, N // K, H), keys, values)
+        else:
+            if x.is_cuda and K != N:  # expanded to N heads, so the flash kernel is eligible (32k prefill)
+                keys, values = keys.repeat_interleave(N // K, dim=1), values.repeat_interleave(N // K, dim=1)
+            if start == 0:
+                out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=K != N)
+            else:  # a chunk after cached tokens: query i sees keys up to start + i
+                mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
+                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=K != N)
+        x = x + self.o(out.reshape(B, N, T, H).transpose(1, 2).reshape(B, T, N * H))
+        gate, up = self.gate_up(rms_norm(x, self.mlp_norm, eps)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+class Decoder(nn.Module):
+    """Logits of the last token only (what a serving engine computes), KV cache owned by the model."""
+
+    def __init__(self, config: ModelConfig, rope_theta: float = 10000.0, eps: float = 1e-5):
+        super().__init__()
+        check_supported(config)
+        self.config, self.rope_theta, self.eps = config, rope_theta, eps
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.layers = nn.ModuleList(Layer(config) for _ in range(config.n_layers))
+        self.final_norm = nn.Parameter(torch.ones(config.d_model))
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.tied_embeddings:
+            self.lm_head.weight = self.embed.weight
+        self.k_cache = self.v_cache = None
+
+    def allocate_cache(self, batch: int, capacity: int) -> None:
+        """A static cache (L, B, K, capacity, H) for K and for V, zero-filled so its pages are touched."""
+        c = self.config
+        shape = (c.n_layers, batch, c.n_kv_heads, capacity, c.head_dim)
+        weight = self.lm_head.weight
+        self.k_cache = self.v_cache = None  # free the old cache before allocating the new one
+        self.k_cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        self.v_cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        H = c.head_dim
+        inv_freq = 1.0 / rope_theta_powers(self.rope_theta, H, weight.device)
+        angles = torch.outer(torch.arange(capacity, device=weight.device, dtype=torch.float32), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.cos, self.sin = angles.cos().to(weight.dtype), angles.sin().to(weight.dtype)
+
+    def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """tokens (B, T) at positions start .. start+T-1 -> logits (B, V) of the last position."""
+        T = tokens.shape[1]
+        cos, sin = self.cos[start:start + T], self.sin[start:start + T]
+        x = self.embed(tokens)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, self.k_cache[i], self.v_cache[i], start, self.eps)
+        return self.lm_head(rms_norm(x[:, -1], self.final_norm, self.eps))
+
+
+def rope_theta_powers(theta: float, head_dim: int, device) -> torch.Tensor:
+    return theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+
+
+def build_decoder(config: ModelConfig, dtype: str = "fp32", device: str = "cpu", seed: int = 0) -> Decoder:
+    """Random weights, scaled so activations stay O(1) through every layer (no hub downloads)."""
+    torch.manual_seed(seed)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch_dtype(dtype))  # built in its dtype: a 7B model never exists in fp32
+    try:
+        with torch.device(device):
+            model = Decoder(config)
+    finally:
+        torch.set_default_dtype(default)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 2:
+                p.normal_(0.0, p.shape[-1] ** -0.5 if "embed" not in name else 1.0)
+    return model.eval().requires_grad_(False)

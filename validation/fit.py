@@ -1,0 +1,239 @@
+"""Fit a device's physical parameters to its measurements, and score them on held-out points.
+
+Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, fixed overhead per step and
+per layer. Starting roofs are the measured ceilings (copy bandwidth, GEMM FLOP/s); the fit finds
+the Calibration (fractions of those roofs, plus overheads) that minimises the log-space error of
+the library's own roofline step time against the measured one (Levenberg-Marquardt, numpy only).
+With a single layer count in the data, per-step and per-layer overheads cannot be told apart:
+the overhead is then fitted once and reported per layer (launches and Python work scale with L).
+Held-out error: leave-one-context-out; each context is predicted by a fit that never saw it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from roofline import Hardware, ModelConfig, Precision
+from roofline.bounds import Calibration, Roofs, step_times
+from roofline.evaluate import compile_model
+from roofline.inference import evaluate
+
+from . import records
+
+DTYPES = ("fp32", "bf16", "fp16")
+MAX_EFFICIENCY = 1.5  # Calibration's own bound
+PRIOR_WEIGHT = 0.01  # weak pull of unidentified roofs (e.g. FLOP/s when nothing is compute bound) to 1
+
+
+@dataclass(frozen=True)
+class Group:
+    """Measured points sharing a model, phase and dtype, with the library's per-op counts stacked."""
+    phase: str
+    compiled: object
+    precision: Precision
+    counts: np.ndarray  # (n_ops, n_components, n_points)
+    measured_s: np.ndarray  # (n_points,)
+    index: np.ndarray  # the points' row numbers in the frame
+
+
+def row_config(row) -> ModelConfig:
+    return ModelConfig(name=str(row["model"]), family="llama", **{f: int(row[f]) for f in (
+        "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")})
+
+
+def measured_hardware(frame: pd.DataFrame) -> Hardware:
+    """The measured ceilings (median over the file's runs) as a Hardware: the roofs the fit starts from."""
+    peaks = {d: float(frame[f"matmul_flops_{d}"].median()) for d in DTYPES if frame[f"matmul_flops_{d}"].notna().any()}
+    return Hardware(id="measured", name=str(frame["device_name"].iloc[0]), memory_bytes=1.0,
+                    memory_bandwidth=float(frame["copy_bandwidth"].median()), peak_flops=peaks)
+
+
+def precision_of(dtype: str) -> Precision:
+    return Precision(weights=dtype, activations=dtype, kv=dtype)
+
+
+def groups_of(frame: pd.DataFrame) -> list[Group]:
+    out = []
+    for (_config_hash, phase, dtype), rows in frame.groupby(["config_hash", "phase", "dtype"]):
+        compiled = compile_model(row_config(rows.iloc[0]))
+        precision = precision_of(str(dtype))
+        widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+        # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
+        keys = rows["context"].to_numpy(float) + (1 if phase == "decode" else 0)
+        counts = getattr(compiled, phase)(rows["batch"].to_numpy(float), keys, widths)
+        out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy()))
+    return out
+
+
+def step_time(group: Group, hardware: Hardware, calibration: Calibration) -> np.ndarray:
+    roofs = Roofs.of(hardware, group.precision, calibration, group.compiled.config.n_layers)
+    return step_times(group.counts, getattr(group.compiled, group.phase), roofs).roofline_s
+
+
+class Parameters:
+    """The vector the optimiser moves, and the Calibration it stands for."""
+
+    def __init__(self, dtypes: list[str], separate_overheads: bool):
+        self.dtypes, self.separate = dtypes, separate_overheads
+        self.size = 1 + len(dtypes) + (2 if separate_overheads else 1)
+
+    def start(self) -> np.ndarray:
+        # efficiencies as logit(e / 1.5) starting at e = 0.75; overheads as log seconds from 10 us
+        return np.r_[np.zeros(1 + len(self.dtypes)), np.full(self.size - 1 - len(self.dtypes), np.log(1e-5))]
+
+    def calibration(self, x: np.ndarray, name: str, n_layers: int) -> Calibration:
+        efficiency = MAX_EFFICIENCY / (1 + np.exp(-x[:1 + len(self.dtypes)]))
+        overheads = np.exp(np.clip(x[1 + len(self.dtypes):], -40, 5))
+        step, layer = (overheads[0], overheads[1]) if self.separate else (0.0, overheads[0] / n_layers)
+        return Calibration(name, float(efficiency[0]), {d: float(e) for d, e in zip(self.dtypes, efficiency[1:])},
+                           float(step), float(layer))
+
+
+def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.ndarray:
+    damping = 1e-2
+    r = residual(x)
+    for _ in range(iterations):
+        jacobian = np.stack([(residual(x + h) - r) / 1e-6 for h in np.eye(len(x)) * 1e-6], axis=1)
+        normal = jacobian.T @ jacobian
+        step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -jacobian.T @ r)
+        trial = residual(x + step)
+        if trial @ trial < r @ r:
+            x, r, damping = x + step, trial, damping / 3
+            if np.abs(step).max() < 1e-7:
+                break
+        else:
+            damping *= 4
+            if damping > 1e8:
+                break
+    return x
+
+
+def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibration:
+    dtypes = sorted({g.precision.weight_matmul_dtype for g in groups})
+    layer_counts = {g.compiled.config.n_layers for g in groups}
+    params = Parameters(dtypes, separate_overheads=len(layer_counts) > 1)
+    n_layers = min(layer_counts)
+    measured = np.log(np.concatenate([g.measured_s for g in groups]))
+
+    def residual(x):
+        calibration = params.calibration(x, name, n_layers)
+        predicted = np.log(np.concatenate([step_time(g, hardware, calibration) for g in groups]))
+        return np.r_[predicted - measured, PRIOR_WEIGHT * x[:1 + len(dtypes)]]
+
+    return params.calibration(_levenberg_marquardt(residual, params.start()), name, n_layers)
+
+
+def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
+    """Through the public path: inference.evaluate's TPOT (decode) or TTFT (prefill) at each row."""
+    out = []
+    for _, row in frame.iterrows():
+        dtype = str(row["dtype"])
+        metrics = evaluate(compile_model(row_config(row)), hardware, precision_of(dtype),
+                           row["batch"], row["context"], 1, calibration, e2e=False)
+        out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
+    return np.array(out)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    calibration: Calibration  # fractions of the measured ceilings
+    hardware: Hardware  # the measured ceilings
+    points: pd.DataFrame  # ok rows with predicted, heldout_predicted, errors, mbu, mfu
+    summary: dict  # per phase: n, median and p90 of held-out |error|
+
+
+def utilization(frame: pd.DataFrame, hardware: Hardware) -> pd.DataFrame:
+    """MBU and MFU from the library's byte and FLOP counts over the measured time."""
+    bytes_, flops = [], []
+    for _, row in frame.iterrows():
+        dtype = str(row["dtype"])
+        metrics = evaluate(compile_model(row_config(row)), hardware, precision_of(dtype),
+                           row["batch"], row["context"], 1, e2e=False)
+        bytes_.append(float(metrics[f"{row['phase']}_bytes"]))
+        flops.append(float(metrics[f"{row['phase']}_flops"]))
+    frame = frame.assign(model_bytes=bytes_, model_flops=flops)
+    frame["achieved_bandwidth"] = frame["model_bytes"] / frame["time_s"]
+    frame["achieved_flops"] = frame["model_flops"] / frame["time_s"]
+    frame["mbu"] = frame["achieved_bandwidth"] / frame["copy_bandwidth"]
+    frame["mbu_read"] = frame["achieved_bandwidth"] / frame["read_bandwidth"]
+    peak = np.array([row[f"matmul_flops_{row['dtype']}"] for _, row in frame.iterrows()], dtype=float)
+    frame["mfu"] = frame["achieved_flops"] / peak
+    return frame
+
+
+def fit(frame: pd.DataFrame, name: str) -> FitResult:
+    ok = frame[frame["status"] == records.OK].reset_index(drop=True)
+    if ok.empty:
+        raise ValueError("fit: no measured (status ok) rows")
+    if ok["device_name"].nunique() > 1:
+        raise ValueError(f"fit: one device at a time; the files hold {sorted(ok['device_name'].unique())}")
+    hardware = measured_hardware(ok)
+    calibration = fit_groups(groups_of(ok), hardware, name)
+    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, calibration))
+    heldout = np.full(len(ok), np.nan)
+    for context in sorted(ok["context"].unique()):
+        held = (ok["context"] == context).to_numpy()
+        if held.all():
+            continue  # one context only: nothing to hold out against
+        rest = fit_groups(groups_of(ok[~held]), hardware, name)
+        heldout[held] = predict(ok[held], hardware, rest)
+    ok["heldout_predicted_s"] = heldout
+    ok["heldout_error"] = ok["heldout_predicted_s"] / ok["time_s"] - 1
+    ok["insample_error"] = ok["predicted_s"] / ok["time_s"] - 1
+    return FitResult(calibration, hardware, ok, summarize(ok))
+
+
+def summarize(points: pd.DataFrame) -> dict:
+    summary = {}
+    for phase, group in points.groupby("phase"):
+        errors = group["heldout_error"].abs().dropna()
+        summary[phase] = {"n_points": len(group), "n_heldout": len(errors),
+                          "heldout_median_abs_err": float(errors.median()) if len(errors) else float("nan"),
+                          "heldout_p90_abs_err": float(errors.quantile(0.9)) if len(errors) else float("nan"),
+                          "insample_median_abs_err": float(group["insample_error"].abs().median())}
+    batch1 = points[(points["phase"] == "decode") & (points["batch"] == 1)]
+    summary["mbu_batch1"] = float(batch1["mbu"].median()) if len(batch1) else float("nan")
+    summary["mbu_read_batch1"] = float(batch1["mbu_read"].median()) if len(batch1) else float("nan")
+    return summary
+
+
+def calibration_document(result: FitResult, datasheet: Hardware | None, sources: list[str]) -> dict:
+    """The YAML body: fractions of the datasheet's roofs (or of the measured ones when there is none)."""
+    c, hw = result.calibration, result.hardware
+    achieved_bw = c.bandwidth_efficiency * hw.memory_bandwidth
+    achieved_flops = {d: e * hw.peak_flops[d] for d, e in c.flops_efficiency.items()}
+    reference = datasheet or hw
+    document = {
+        "name": c.name,
+        "hardware": datasheet.id if datasheet else "measured",
+        "transferable": bool(datasheet) and datasheet.id != "cpu",  # the cpu entry is an assumption
+        "bandwidth_efficiency": achieved_bw / reference.memory_bandwidth,
+        "flops_efficiency": {d: f / reference.peak(d) for d, f in achieved_flops.items()},
+        "step_overhead_s": c.step_overhead_s,
+        "layer_overhead_s": c.layer_overhead_s,
+        "achieved": {"bandwidth_bytes_per_s": achieved_bw, "flops_per_s": achieved_flops},
+        "measured_ceilings": {"copy_bandwidth_bytes_per_s": hw.memory_bandwidth,
+                              "read_bandwidth_bytes_per_s": float(result.points["read_bandwidth"].median()),
+                              "matmul_flops_per_s": dict(hw.peak_flops)},
+        "fit": {"device_name": hw.name, "sources": sources, "n_points": len(result.points),
+                "torch_version": str(result.points["torch_version"].iloc[0]), **_plain(result.summary)},
+    }
+    too_high = [k for k, v in [("bandwidth_efficiency", document["bandwidth_efficiency"]),
+                               *document["flops_efficiency"].items()] if v > MAX_EFFICIENCY]
+    if too_high:
+        raise ValueError(f"fit: {', '.join(too_high)} exceed {MAX_EFFICIENCY} of hardware {reference.id!r}'s "
+                         f"datasheet; pass --hardware with a matching entry")
+    return _plain(document)
+
+
+def _plain(value):
+    """numpy scalars and nested containers as plain Python, for YAML and JSON."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    return value

@@ -1,0 +1,112 @@
+"""Measurements on disk: one CSV row per finished point, appended and flushed at once.
+
+A rerun reads the file back, skips the points already there and appends the rest. A process
+killed mid-write leaves at most one partial trailing line: it is dropped with a warning (and cut
+off the file before the next append); corruption anywhere else is an error.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = (
+    "device", "device_name", "torch_version", "cuda_version", "threads", "load_average", "timing_method",
+    "model", "config_hash", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
+    "dtype", "phase", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
+    "predicted_ideal_s", "predicted_max_batch", "copy_bandwidth", "read_bandwidth",
+    "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "timestamp",
+)
+KEY = ("model", "config_hash", "n_kv_heads", "dtype", "phase", "batch", "context")
+OK, DOES_NOT_FIT = "ok", "does-not-fit"
+
+
+def device_slug_of(device: str, name: str) -> str:
+    """A file-name-safe id: 'cuda-nvidia-h100-80gb-hbm3', 'cpu-amd-epyc-2-threads'."""
+    name = name.replace(f"{device} ", "", 1) if name.lower().startswith(device) else name
+    return re.sub(r"[^a-z0-9]+", "-", f"{device} {name}".lower()).strip("-")
+
+
+def point_key(row: dict) -> tuple:
+    return tuple(str(row[k]) for k in KEY)
+
+
+def _parse(text: str, path: Path) -> tuple[list[dict], int]:
+    """Rows of the file and the byte length of its valid part."""
+    lines = text.splitlines(keepends=True)
+    if not lines:
+        return [], 0
+    header = next(csv.reader([lines[0]]))
+    if tuple(header) != COLUMNS:
+        raise ValueError(f"measurements {str(path)!r}: header does not match this version's columns; "
+                         f"start a new file (--out) instead of resuming")
+    rows, valid = [], len(lines[0].encode())
+    for number, line in enumerate(lines[1:], start=2):
+        fields = next(csv.reader([line]), [])
+        broken = not line.endswith("\n") or len(fields) != len(COLUMNS)
+        if broken and number == len(lines):
+            warnings.warn(f"measurements {str(path)!r}: dropped a corrupt trailing line {number} "
+                          f"(an interrupted write): {line[:60]!r}", stacklevel=3)
+            break
+        if broken:
+            raise ValueError(f"measurements {str(path)!r}: line {number} is corrupt ({len(fields)} fields, "
+                             f"expected {len(COLUMNS)})")
+        rows.append(dict(zip(COLUMNS, fields)))
+        valid += len(line.encode())
+    return rows, valid
+
+
+def read_rows(path: Path) -> list[dict]:
+    path = Path(path)
+    if not path.is_file():
+        return []
+    return _parse(path.read_text(), path)[0]
+
+
+def repair(path: Path) -> list[dict]:
+    """Read the rows back and cut a corrupt trailing line off the file, so appends start clean."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows, valid = _parse(path.read_text(), path)
+    if valid < path.stat().st_size:
+        with open(path, "r+b") as handle:
+            handle.truncate(valid)
+    return rows
+
+
+def append_row(path: Path, row: dict) -> None:
+    """Write one row (and the header first if the file is new), flushed to disk before returning."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    missing = set(COLUMNS) - set(row)
+    if missing:
+        raise ValueError(f"measurement row lacks {sorted(missing)}")
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n", extrasaction="ignore")
+    new = not path.is_file() or path.stat().st_size == 0
+    if new:
+        writer.writeheader()
+    writer.writerow(row)
+    with open(path, "a", newline="") as handle:
+        handle.write(buffer.getvalue())
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def load_frame(paths) -> pd.DataFrame:
+    """Every row of the given files as a DataFrame with numbers parsed (empty cells become NaN)."""
+    rows = [row for path in paths for row in read_rows(Path(path))]
+    if not rows:
+        raise ValueError(f"measurements: no rows in {', '.join(str(p) for p in paths)}")
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    text = {"device", "device_name", "torch_version", "cuda_version", "timing_method", "model", "config_hash",
+            "dtype", "phase", "status", "timestamp"}
+    for column in set(COLUMNS) - text:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame

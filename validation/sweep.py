@@ -1,0 +1,201 @@
+"""Sweeps that lose nothing: every finished point is one flushed CSV row; a rerun skips them.
+
+Order: KV-head variant, dtype, context, batch; decode then prefill at each point. A point that
+runs out of memory (or that the library predicts cannot fit) is recorded as does-not-fit with the
+predicted capacity, and larger batches at that context are not tried. Ctrl-C loses nothing:
+rows already written stay, the interrupted point is simply not there.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from roofline import Hardware, ModelConfig, Precision
+from roofline.evaluate import compile_model
+from roofline.inference import evaluate
+
+from . import records
+from .ceilings import Ceilings
+from .decoder import build_decoder
+from .timing import time_on
+
+DECODE, PREFILL = "decode", "prefill"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    device: str  # "cpu" or "cuda"
+    model: ModelConfig
+    dtypes: tuple = ("fp32",)
+    batches: tuple = (1, 2, 4)
+    contexts: tuple = (128, 1024)
+    kv_heads: tuple = ()  # n_kv_heads variants (MHA/GQA/MQA); empty: the model's own
+    steps: int = 10  # timed decode steps per point
+    prefill_repeats: int = 3
+    prefill_token_limit: int = 2048  # prefill is measured where batch * context <= this
+
+
+def config_hash(config: ModelConfig) -> str:
+    fields = {k: v for k, v in asdict(config).items() if k not in ("name", "source_hash")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=list).encode()).hexdigest()[:12]
+
+
+def device_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), "cpu") if Path("/proc/cpuinfo").is_file() else "cpu"
+    return f"{model} ({torch.get_num_threads()} threads)"
+
+
+def device_slug(device: str) -> str:
+    return records.device_slug_of(device, device_name(device))
+
+
+def environment(device: str) -> dict:
+    return {"device": device, "device_name": device_name(device), "torch_version": torch.__version__,
+            "cuda_version": torch.version.cuda or "", "threads": torch.get_num_threads()}
+
+
+def free_memory(device: str) -> float:
+    if device == "cuda":  # memory torch holds in its cache but does not use is free to it
+        return float(torch.cuda.mem_get_info()[0] + torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return float(meminfo["MemAvailable"].split()[0]) * 1024
+
+
+def total_memory(device: str) -> float:
+    if device == "cuda":
+        return float(torch.cuda.mem_get_info()[1])
+    meminfo = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return float(meminfo["MemTotal"].split()[0]) * 1024
+
+
+def measured_hardware(device: str, ceilings: Ceilings) -> Hardware:
+    """The device as measured: copy bandwidth and GEMM FLOP/s are its roofs, not a datasheet."""
+    return Hardware(id=f"measured-{device}", name=device_name(device), memory_bytes=total_memory(device),
+                    memory_bandwidth=ceilings.copy_bandwidth, peak_flops=dict(ceilings.matmul_flops))
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    text = str(err).lower()
+    return isinstance(err, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+
+
+def points(spec: SweepSpec) -> list[tuple]:
+    variants = spec.kv_heads or (spec.model.n_kv_heads,)
+    return [(k, dtype, context, batch) for k in variants for dtype in spec.dtypes
+            for context in sorted(spec.contexts) for batch in sorted(spec.batches)]
+
+
+class Progress:
+    """A one-line-per-point progress bar on stderr: prediction first, then the measurement."""
+
+    def __init__(self, total: int, stream=sys.stderr):
+        self.total, self.done, self.stream = total, 0, stream
+
+    def start(self, label: str, predicted_s: float) -> None:
+        filled = int(20 * self.done / max(self.total, 1))
+        print(f"[{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.total} {label}: "
+              f"predicted {predicted_s * 1e3:.2f} ms", end="", file=self.stream, flush=True)
+
+    def finish(self, outcome: str) -> None:
+        self.done += 1
+        print(f", {outcome}", file=self.stream, flush=True)
+
+
+def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progress | None = None) -> dict:
+    """Measure every point not already in `path`; returns counts of rows written by status."""
+    finished = {records.point_key(row) for row in records.repair(path)}
+    hardware = measured_hardware(spec.device, ceilings)
+    base = {**environment(spec.device), **ceilings.as_row(),
+            "timing_method": "cuda-graph+events" if spec.device == "cuda" else "perf_counter"}
+    todo = points(spec)
+    progress = progress or Progress(2 * len(todo))
+    written = {records.OK: 0, records.DOES_NOT_FIT: 0, "skipped": 0}
+    for n_kv_heads, dtype in dict.fromkeys((k, d) for k, d, _, _ in todo):
+        config = spec.model.with_overrides(n_kv_heads=n_kv_heads)
+        identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
+                    **{f: getattr(config, f) for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim",
+                                                       "d_ff", "vocab_size")}}
+        model = build_decoder(config, dtype, spec.device)
+        compiled, precision = compile_model(config), Precision(weights=dtype, activations=dtype, kv=dtype)
+        too_big = set()  # contexts where a smaller batch already did not fit
+        for k, d, context, batch in todo:
+            if (k, d) != (n_kv_heads, dtype):
+                continue
+            predicted = evaluate(compiled, hardware, precision, batch, context, 1, e2e=False)
+            for phase in (DECODE, PREFILL):
+                row = {**base, **identity, "phase": phase, "batch": batch, "context": context,
+                       "predicted_max_batch": int(predicted["max_batch"]),
+                       "predicted_ideal_s": float(predicted["tpot_s" if phase == DECODE else "ttft_s"])}
+                if records.point_key(row) in finished or (phase == PREFILL and batch * context > spec.prefill_token_limit):
+                    progress.done += 1
+                    written["skipped"] += 1
+                    continue
+                progress.start(f"{phase} kv={n_kv_heads} {dtype} B={batch} S={context}", row["predicted_ideal_s"])
+                need = float(predicted["memory_bytes"]) - compiled.params * precision.weight_bytes
+                if context in too_big or need > 1.05 * free_memory(spec.device):
+                    outcome = _does_not_fit(row)
+                else:
+                    outcome = _measure(model, spec, phase, batch, context, row)
+                if outcome["status"] == records.DOES_NOT_FIT:
+                    too_big.add(context)
+                stamp = {"timestamp": datetime.datetime.now().isoformat(timespec="seconds"),
+                         "load_average": os.getloadavg()[0]}  # other processes on the machine skew timings
+                records.append_row(path, {**outcome, **stamp})
+                written[outcome["status"]] += 1
+                progress.finish(f"measured {outcome['time_s'] * 1e3:.2f} ms" if outcome["status"] == records.OK
+                                else f"does not fit (predicted max batch {row['predicted_max_batch']})")
+        del model
+        _release(spec.device)
+    return written
+
+
+def _does_not_fit(row: dict) -> dict:
+    return {**row, "status": records.DOES_NOT_FIT, "steps": 0, "time_s": "", "time_p10_s": "", "time_p90_s": ""}
+
+
+def _release(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _measure(model, spec: SweepSpec, phase: str, batch: int, context: int, row: dict) -> dict:
+    """Time one phase at one point: decode at a fixed position (the cache holds `context` tokens)."""
+    device = spec.device
+    try:
+        with torch.inference_mode():
+            if phase == DECODE:
+                model.allocate_cache(batch, context + 1)
+                tokens = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
+                timing = time_on(device, lambda: model(tokens, start=context), spec.steps, warmup=2)
+            else:
+                model.allocate_cache(batch, context)
+                tokens = torch.randint(0, model.config.vocab_size, (batch, context), device=device)
+                timing = time_on(device, lambda: model(tokens), spec.prefill_repeats, warmup=1, graph=False)
+    except Exception as err:
+        if not is_out_of_memory(err):
+            raise
+        model.k_cache = model.v_cache = None
+        _release(device)
+        return _does_not_fit(row)
+    finally:
+        model.k_cache = model.v_cache = None
+    if device == "cuda":
+        row = {**row, "timing_method": timing.method}
+    return {**row, "status": records.OK, "steps": timing.n, "time_s": timing.median_s,
+            "time_p10_s": timing.p10_s, "time_p90_s": timing.p90_s}
+
+
+def default_csv(out_dir: Path, device: str) -> Path:
+    return Path(out_dir) / f"{device_slug(device)}-{datetime.date.today().isoformat()}.csv"
+
