@@ -72,11 +72,10 @@ def causal_pairs(window: bool) -> sp.Expr:
     """
     def seen(x):
         full = x * (x + 1) / 2
-        if not window:
-            return full
-        over = sp.Max(0, x - W)
-        return full - over * (over + 1) / 2
-    return sp.expand(seen(S) - seen(S - T)) if not window else seen(S) - seen(S - T)
+        over = sp.Max(0, x - W)  # keys beyond the window that the first x queries no longer see
+        return full - over * (over + 1) / 2 if window else full
+    pairs = seen(S) - seen(S - T)
+    return pairs if window else sp.expand(pairs)  # T*S - T*(T-1)/2 without a window
 
 
 def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash", heads=N, causal=True) -> Op:
