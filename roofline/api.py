@@ -14,6 +14,7 @@ from .evaluate import COMPONENTS, CompiledModel, compile_model
 from .hardware import Hardware, load_hardware
 from .inference import evaluate
 from .model import Options
+from .parallel import shard, with_communication
 from .precision import Precision
 
 METRIC_DEFINITIONS = {
@@ -84,21 +85,24 @@ class Analysis:
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
-            calibration: Calibration = IDEAL, **overrides) -> Analysis:
+            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
+    tp, replicas: tensor-parallel degree and model copies (roofline.parallel): with tp > 1 the
+    memory figures are per GPU and the step times include the all-reduces (comm_s).
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
     """
     config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
-    compiled = compile_model(config, options)
+    compiled = compile_model(shard(config, tp), options)  # what one GPU holds and runs
     values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
+    values = with_communication(values, config, hw, tp, replicas, prompt, gen, precision.activation_bytes)
     return Analysis(config, hw, precision, options, calibration, compiled, _frame(values, integers=True))
 
 
-INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch")
+INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
 
 
 def _frame(values: dict, integers: bool) -> pd.DataFrame:

@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what-if: one KV cache shared by N layers (cross-layer attention)")
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
                         help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
+    parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
 
 
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
                             activations=normalize_dtype(args.act, "--act"), kv=normalize_dtype(args.kv, "--kv")),
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
+        tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
         **kwargs, **overrides)
     rows = json_records(analysis, method)
     if args.json:

@@ -1,0 +1,231 @@
+"""Static and continuous batching, simulated request by request with the roofline's step cost.
+
+An iteration is priced as selective batching runs it (Orca, Yu et al. OSDI 2022): every op that does
+not read the cache (projections, MLP, norms, head) runs once over the flattened tokens of all
+sequences; attention runs per sequence group (decoders at their contexts, each prefill chunk at its
+own). Each op costs max(FLOPs / peak, bytes / bandwidth), as in `bounds.step_times`.
+  static:     a batch of up to `max_batch` waiting requests, prompts padded to the longest, decoded
+              until its longest output ends; every request returns when its batch does.
+  continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
+              limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
+              up to blocks of `block_size`, or the workload's longest sequence when contiguous);
+              optional chunked prefill caps the tokens of one iteration.
+Left out: preemption and swapping, calibration overheads, sampling time.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bounds import Roofs
+from .config import ModelConfig, load_model
+from .evaluate import compile_model
+from .hardware import Hardware, load_hardware
+from .model import Options
+from .precision import Precision
+from .speculative import compile_queries
+
+STATIC, CONTINUOUS = "static", "continuous"
+POLICIES = (STATIC, CONTINUOUS)
+CONTEXT_BUCKET = 16  # decode attention is priced at the group's mean context, rounded to this many tokens
+
+
+@dataclass(frozen=True)
+class Workload:
+    arrivals: np.ndarray  # seconds, non-decreasing
+    prompts: np.ndarray  # tokens per request
+    outputs: np.ndarray  # generated tokens per request (>= 1)
+
+
+def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, output_mean: float = 128,
+                     seed: int = 0) -> Workload:
+    """Poisson arrivals at `rate` requests/s; prompt and output lengths geometric with the given means."""
+    if not rate > 0:
+        raise ValueError(f"rate: must be > 0 requests/s, got {rate!r}")
+    if not (isinstance(requests, (int, np.integer)) and requests >= 1):
+        raise ValueError(f"requests: must be a whole number >= 1, got {requests!r}")
+    for name, mean in (("prompt_mean", prompt_mean), ("output_mean", output_mean)):
+        if not mean >= 1:
+            raise ValueError(f"{name}: must be >= 1 token, got {mean!r}")
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, requests))
+    return Workload(arrivals, rng.geometric(1 / prompt_mean, requests), rng.geometric(1 / output_mean, requests))
+
+
+class StepCost:
+    """Seconds of one iteration, from the compiled per-op costs; cached by token counts and context buckets."""
+
+    def __init__(self, config: ModelConfig, hw: Hardware, precision: Precision = Precision(),
+                 options: Options = Options()):
+        self.model = compile_queries(config, options)
+        roofs = Roofs.of(hw, precision)
+        self.peaks, self.bandwidth = roofs.peaks(self.model.matmul), roofs.bandwidth
+        self.widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+        self.attention_ops = np.array(self.model.context_dependent)
+        self.cache: dict = {}
+
+    def _op_seconds(self, batch, context, queries) -> np.ndarray:
+        values = np.array([float(v) for v in self.model.function(batch, context, *self.widths, queries)])
+        values = values.reshape(len(self.peaks), -1)
+        return np.maximum(values[:, 0] / self.peaks, values[:, 1:].sum(axis=1) / self.bandwidth)
+
+    def dense(self, sequences: int, tokens: int) -> float:
+        """Ops that do not read the cache, over `tokens` flattened tokens from `sequences` sequences."""
+        key = ("dense", sequences, tokens)
+        if key not in self.cache:
+            seconds = self._op_seconds(float(sequences), 1.0, tokens / sequences)
+            self.cache[key] = float(seconds[~self.attention_ops].sum())
+        return self.cache[key]
+
+    def attention(self, sequences: int, queries: int, context: float) -> float:
+        """Cache-reading ops for `sequences` sequences of `queries` new tokens ending at `context` keys."""
+        if queries == 1:
+            context = max(round(context / CONTEXT_BUCKET) * CONTEXT_BUCKET, 1)
+        key = ("attention", sequences, queries, context)
+        if key not in self.cache:
+            seconds = self._op_seconds(float(sequences), float(context), float(queries))
+            self.cache[key] = float(seconds[self.attention_ops].sum())
+        return self.cache[key]
+
+    def iteration(self, decode_contexts, prefills=()) -> float:
+        """decode_contexts: keys of each decoding sequence; prefills: (new tokens, context end) per chunk."""
+        decoding = len(decode_contexts)
+        sequences = decoding + len(prefills)
+        tokens = decoding + sum(chunk for chunk, _ in prefills)
+        seconds = self.dense(sequences, tokens)
+        if decoding:
+            seconds += self.attention(decoding, 1, float(np.mean(decode_contexts)))
+        return seconds + sum(self.attention(1, chunk, end) for chunk, end in prefills)
+
+
+@dataclass
+class Result:
+    policy: str
+    ttft_s: np.ndarray  # per request: arrival to first token
+    e2e_s: np.ndarray  # per request: arrival to its last token being returned
+    tpot_s: np.ndarray  # per request: (e2e − ttft) / (output − 1); NaN for one-token outputs
+    output_tokens: int
+    makespan_s: float  # first arrival to last completion
+    trace_s: np.ndarray  # iteration end times
+    trace_batch: np.ndarray  # sequences in each iteration
+    padded_fraction: float = 0.0  # static: token slots spent on padding (prompt and decode)
+    notes: list = field(default_factory=list)
+
+    @property
+    def throughput_tokens_per_s(self) -> float:
+        return self.output_tokens / self.makespan_s
+
+    def summary(self) -> dict:
+        out = {"throughput_tokens_per_s": self.throughput_tokens_per_s, "max_concurrency": int(self.trace_batch.max())}
+        for name, values in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s)):
+            for q in (50, 90, 99):
+                finite = values[np.isfinite(values)]
+                out[f"{name}_p{q}_s"] = float(np.percentile(finite, q)) if finite.size else float("nan")
+        out["padded_fraction"] = self.padded_fraction
+        return out
+
+
+def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Result:
+    ttft, e2e = first - work.arrivals, done - work.arrivals
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(work.outputs > 1, (e2e - ttft) / (work.outputs - 1), np.nan)
+    return Result(policy, ttft, e2e, tpot, int(work.outputs.sum()), float(done.max() - work.arrivals.min()),
+                  np.array(trace_s), np.array(trace_batch), padded)
+
+
+def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf) -> Result:
+    """Batches formed when the server frees up: padded prefill, then decode until the longest output."""
+    n = len(work.arrivals)
+    first, done = np.zeros(n), np.zeros(n)
+    trace_s, trace_batch, padding, slots = [], [], 0, 0
+    now, i = 0.0, 0
+    while i < n:
+        now = max(now, work.arrivals[i])
+        members = [i]
+        while (i + len(members) < n and len(members) < max_batch and work.arrivals[i + len(members)] <= now
+               and (len(members) + 1) * (work.prompts[i:i + len(members) + 1].max()
+                                         + work.outputs[i:i + len(members) + 1].max()) <= capacity_tokens):
+            members.append(i + len(members))
+        k, p, g = len(members), int(work.prompts[members].max()), int(work.outputs[members].max())
+        now += cost.iteration((), [(p, p)] * k)
+        first[members] = now
+        trace_s.append(now), trace_batch.append(k)
+        for j in range(1, g):
+            now += cost.iteration([p + j] * k)
+            trace_s.append(now), trace_batch.append(k)
+        done[members] = now
+        padding += int((p - work.prompts[members]).sum() + (g - work.outputs[members]).sum())
+        slots += k * (p + g)
+        i += k
+    return _finish(STATIC, work, first, done, trace_s, trace_batch, padding / slots)
+
+
+def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
+                        block_size: int | None = None, chunk_tokens: int | None = None) -> Result:
+    """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget."""
+    n = len(work.arrivals)
+    need = work.prompts + work.outputs
+    reserve = (np.full(n, need.max()) if block_size is None else -(-need // block_size) * block_size).astype(float)
+    if reserve.max() > capacity_tokens:
+        raise ValueError(f"memory: a request needs {int(reserve.max())} KV tokens; only {int(capacity_tokens)} fit")
+    first, done = np.zeros(n), np.zeros(n)
+    prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
+    waiting, running, reserved = deque(), [], 0.0
+    trace_s, trace_batch = [], []
+    now, arrived = 0.0, 0
+    while arrived < n or waiting or running:
+        if not waiting and not running:
+            now = max(now, work.arrivals[arrived])
+        while arrived < n and work.arrivals[arrived] <= now:
+            waiting.append(arrived)
+            arrived += 1
+        while waiting and len(running) < max_batch and reserved + reserve[waiting[0]] <= capacity_tokens:
+            reserved += reserve[waiting[0]]
+            running.append(waiting.popleft())
+        decoders = [r for r in running if prefilled[r] == work.prompts[r]]
+        budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)
+        chunks = []
+        for r in running:
+            if prefilled[r] < work.prompts[r] and budget > 0:
+                take = int(min(work.prompts[r] - prefilled[r], budget))
+                chunks.append((r, take))
+                budget -= take
+        now += cost.iteration([work.prompts[r] + generated[r] for r in decoders],
+                              [(take, prefilled[r] + take) for r, take in chunks])
+        trace_s.append(now), trace_batch.append(len(decoders) + len(chunks))
+        for r in decoders:
+            generated[r] += 1
+        for r, take in chunks:
+            prefilled[r] += take
+            if prefilled[r] == work.prompts[r]:
+                generated[r], first[r] = 1, now
+        finished = [r for r in decoders + [r for r, _ in chunks] if generated[r] >= work.outputs[r]]
+        for r in finished:
+            done[r] = now
+            reserved -= reserve[r]
+            running.remove(r)
+    return _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
+
+
+def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
+             max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
+             precision: Precision = Precision(), options: Options = Options()) -> Result:
+    """Serve `work` on one device; KV memory is what the weights leave free."""
+    if policy not in POLICIES:
+        raise ValueError(f"policy: unknown policy {policy!r}; use '{STATIC}' or '{CONTINUOUS}'")
+    if block_size is not None and block_size < 1:
+        raise ValueError(f"block_size: must be >= 1 token, got {block_size!r}")
+    if max_batch < 1:
+        raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
+    config, hw = load_model(model), load_hardware(hardware)
+    cm = compile_model(config, options)
+    free = hw.memory_bytes - cm.params * precision.weight_bytes
+    if free <= 0:
+        raise ValueError(f"memory: the weights of {config.name!r} do not fit in {hw.id!r}")
+    capacity = np.floor(free / float(cm.kv_cache(1.0, 1.0, precision.kv_bytes)))
+    cost = StepCost(config, hw, precision, options)
+    if policy == STATIC:
+        return simulate_static(work, cost, max_batch, capacity)
+    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens)

@@ -1,0 +1,176 @@
+"""`roofline speculate`, `roofline crossovers`, `roofline simulate`: serving what-ifs, as text or JSON.
+
+The JSON is a contract: one object, SI base units, plain numbers (never NaN: a value that is not
+finite becomes null); a crossover's symbolic expression rides next to it as `<key>_expression`.
+Bad input raises ValueError naming the flag; the dispatcher turns it into exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import sympy as sp
+
+from .config import load_model
+from .hardware import load_hardware
+from .precision import Precision, normalize_dtype
+
+
+def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
+    try:
+        value = kind(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{flag}: expected a {'whole ' if kind is int else ''}number, got {str(text)!r}") from None
+    if not math.isfinite(value) or (low is not None and (value <= low if low_open else value < low)) \
+            or (high is not None and value > high):
+        bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}]"
+        raise ValueError(f"{flag}: must be in {bounds}, got {str(text)!r}")
+    return value
+
+
+def _precision(args) -> Precision:
+    return Precision(weights=normalize_dtype(args.weights, "--weights"), kv=normalize_dtype(args.kv, "--kv"),
+                     activations=normalize_dtype(args.act, "--act"))
+
+
+def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b") -> None:
+    parser.add_argument("--model", default=model_default, help="bundled name (data/models) or a config.json path")
+    parser.add_argument("--hardware", metavar="HW", default="h100-sxm", help="bundled id or a JSON path")
+    parser.add_argument("--prompt", metavar="S", default="1024", help="tokens already in context (default %(default)s)")
+    parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
+    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
+    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _plain(value):
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _emit(args, record: dict, lines: list[str]) -> int:
+    if args.json:
+        print(json.dumps({k: _plain(v) for k, v in record.items()}, indent=2, allow_nan=False))
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+# --- speculate ---------------------------------------------------------------------------------
+
+def add_speculate(parser: argparse.ArgumentParser) -> None:
+    _common(parser, "llama-2-70b")
+    parser.add_argument("--draft", default="llama-2-7b",
+                        help="draft model (name or path), or a number in (0, 1]: its cost as a share of a target step")
+    parser.add_argument("--gamma", metavar="G", default="4", help="drafted tokens per iteration (>= 1)")
+    parser.add_argument("--alpha", metavar="A", default="0.8", help="per-token acceptance rate in [0, 1]")
+    parser.add_argument("--batch", metavar="B", default="1", help="sequences decoded together (default %(default)s)")
+
+
+def run_speculate(args: argparse.Namespace) -> int:
+    """Speculative decoding: tokens per iteration, effective TPOT, speedup and the best lookahead."""
+    from .speculative import speculate
+    gamma = _number("--gamma", args.gamma, int, low=1)
+    alpha = _number("--alpha", args.alpha, float, low=0, high=1)
+    try:
+        float(args.draft)
+    except ValueError:
+        draft = load_model(args.draft)
+    else:
+        draft = _number("--draft", args.draft, float, low=0, high=1, low_open=True)
+    result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
+                       batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
+                       precision=_precision(args))
+    record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
+              **{k: getattr(result, k) for k in result.__dataclass_fields__}}
+    lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
+             f"batch {result.batch}, context {result.prompt}",
+             f"expected tokens per iteration  {result.expected_tokens_per_iteration:.3f}  ((1 − α^(γ+1)) / (1 − α))",
+             f"iteration                      {result.iteration_s * 1e3:.3f} ms  (draft {result.draft_s * 1e3:.3f} ms"
+             f" + verify {result.verify_s * 1e3:.3f} ms)",
+             f"TPOT                           {result.tpot_s * 1e3:.3f} ms  (plain decode {result.baseline_tpot_s * 1e3:.3f} ms)",
+             f"speedup                        {result.speedup:.3f}x",
+             f"best γ                         {result.best_gamma} ({result.best_speedup:.3f}x; 0 = do not speculate)"]
+    return _emit(args, record, lines)
+
+
+# --- crossovers --------------------------------------------------------------------------------
+
+def add_crossovers(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--batch", metavar="B", default="1", help="batch for the TPOT elasticities (default %(default)s)")
+
+
+def _equation(expr) -> str:
+    return f"{sp.sstr(expr.lhs)} = {sp.sstr(expr.rhs)}" if isinstance(expr, sp.Eq) else sp.sstr(expr)
+
+
+def run_crossovers(args: argparse.Namespace) -> int:
+    """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
+    from . import crossovers as x
+    config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
+    prompt = _number("--prompt", args.prompt, int, low=1)
+    batch = _number("--batch", args.batch, int, low=1)
+    found = {"critical_batch": x.critical_batch(hw, precision),
+             "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
+             "max_batch": x.max_batch(config, hw, precision, prompt),
+             "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9)}
+    found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt).values()})
+    record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "batch": batch,
+              "weights": precision.weights, "kv": precision.kv}
+    lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}"]
+    for key, c in found.items():
+        record[key] = c.value
+        record[f"{key}_expression"] = _equation(c.expression)
+        lines.append(f"{key:32s} {c.value:>12.6g}   {_equation(c.expression)}" + (f"   ({c.note})" if c.note else ""))
+    return _emit(args, record, lines)
+
+
+# --- simulate ----------------------------------------------------------------------------------
+
+def add_simulate(parser: argparse.ArgumentParser) -> None:
+    _common(parser, "llama-3.1-8b")
+    parser.add_argument("--rate", metavar="R", default="10", help="Poisson arrivals, requests/s (default %(default)s)")
+    parser.add_argument("--requests", metavar="N", default="1000", help="requests simulated (default %(default)s)")
+    parser.add_argument("--policy", metavar="{static,continuous}", default="continuous", help="batching policy")
+    parser.add_argument("--block-size", metavar="b", default="16",
+                        help="KV block tokens, or 'contiguous' (reserve the longest sequence per request)")
+    parser.add_argument("--prompt-mean", metavar="P", default="512", help="mean prompt tokens (geometric)")
+    parser.add_argument("--output-mean", metavar="G", default="128", help="mean output tokens (geometric)")
+    parser.add_argument("--max-batch", metavar="B", default="256", help="sequences per iteration at most")
+    parser.add_argument("--chunk", metavar="T", default=None, help="chunked prefill: tokens per iteration at most")
+    parser.add_argument("--seed", metavar="s", default="0", help="random seed (default %(default)s)")
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
+    from .batching import POLICIES, poisson_workload, simulate
+    if args.policy not in POLICIES:
+        raise ValueError(f"--policy: unknown value {args.policy!r}; use one of {', '.join(POLICIES)}")
+    block = None if args.block_size == "contiguous" else _number("--block-size", args.block_size, int, low=1)
+    chunk = None if args.chunk is None else _number("--chunk", args.chunk, int, low=1)
+    work = poisson_workload(_number("--requests", args.requests, int, low=1),
+                            _number("--rate", args.rate, float, low=0, low_open=True),
+                            _number("--prompt-mean", args.prompt_mean, float, low=1),
+                            _number("--output-mean", args.output_mean, float, low=1),
+                            _number("--seed", args.seed, int, low=0))
+    result = simulate(load_model(args.model), load_hardware(args.hardware), work, args.policy,
+                      _number("--max-batch", args.max_batch, int, low=1), block, chunk, _precision(args))
+    summary = result.summary()
+    record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": float(args.rate),
+              "requests": len(work.arrivals), "block_size": block, "chunk": chunk, **summary}
+    lines = [f"{args.model} on {args.hardware}: {args.policy} batching, {record['requests']} requests at {args.rate}/s",
+             f"throughput       {summary['throughput_tokens_per_s']:.1f} tokens/s, max concurrency "
+             f"{summary['max_concurrency']}" + (f", padding {summary['padded_fraction']:.1%}" if args.policy == "static" else "")]
+    for name in ("ttft", "tpot", "e2e"):
+        lines.append(f"{name.upper():5s} p50/p90/p99  " + " / ".join(f"{summary[f'{name}_p{q}_s'] * 1e3:.2f} ms"
+                                                                   for q in (50, 90, 99)))
+    return _emit(args, record, lines)
+
+
+COMMANDS = [("speculate", add_speculate, run_speculate), ("crossovers", add_crossovers, run_crossovers),
+            ("simulate", add_simulate, run_simulate)]

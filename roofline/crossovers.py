@@ -1,0 +1,205 @@
+"""Crossovers and sensitivities of decode, solved with sympy from the library's own op costs.
+
+Each function returns a `Crossover`: the solved expression in letters, the numbers it was given and
+its value. The decode step is written exactly as the roofline prices it,
+    t(B) = sum over ops of max(FLOPs_i(B) / peak_i, bytes_i(B) / bandwidth),
+which, for a dense model at a fixed context, is piecewise linear in B (each op a line per roof).
+Left out: calibration overheads; MoE expert counts are nonlinear in B and solved numerically
+(bisection on the same costs), which the result says.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from . import derivations
+from .bounds import Roofs
+from .config import ModelConfig
+from .evaluate import compile_model
+from .hardware import Hardware
+from .inference import evaluate
+from .model import DECODE, Options, phase_ops
+from .precision import Precision
+from .symbols import B, S, b_a, b_kv, b_w
+
+M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
+beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
+t0, t1, g, f = sp.symbols("t_0 t_1 g f", positive=True)  # step-time intercept, slope, asymptotic slope, fraction
+
+
+@dataclass(frozen=True)
+class Crossover:
+    name: str
+    expression: sp.Expr  # the solution in letters
+    value: float
+    given: dict = field(default_factory=dict)  # symbol name -> the number substituted
+    note: str = ""
+
+
+def critical_batch(hw: Hardware, precision: Precision = Precision()) -> Crossover:
+    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth."""
+    expr, value = derivations.critical_batch(hw, precision)
+    return Crossover("critical_batch", sp.Eq(B, expr), value,
+                     {"I_hw": derivations.accelerator_intensity(hw, precision.weight_matmul_dtype),
+                      "b_w": precision.weight_bytes})
+
+
+def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> Crossover:
+    """Context where one sequence's KV bytes read per decode step equal the weight bytes read."""
+    expr, value = derivations.kv_equals_weights_context(config, precision)
+    note = "" if value == value else "never: the windowed KV cache stays below the weights"
+    return Crossover("kv_equals_weights_context", sp.Eq(S, expr, evaluate=False), value,
+                     {"b_w": precision.weight_bytes, "b_kv": precision.kv_bytes}, note)
+
+
+def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
+              gen: int = 0, options: Options = Options()) -> Crossover:
+    """Largest B with weights + B·(KV at prompt + gen tokens + workspace) <= memory, in closed form."""
+    cm = compile_model(config, options)
+    per_sequence_kv = cm.kv_cache_expr.xreplace({B: 1})
+    solution = sp.solve(sp.Eq(W_bytes + B * (per_sequence_kv + A_ws), M), B)[0]
+    # The workspace (largest prefill op's activations for one sequence) is the one inference.evaluate uses.
+    one = evaluate(cm, hw, precision, 1.0, float(prompt), float(gen), prefill=False)
+    given = {M: hw.memory_bytes, W_bytes: cm.params * precision.weight_bytes, A_ws: float(one["workspace_bytes"]),
+             S: prompt + gen, b_kv: precision.kv_bytes}
+    value = math.floor(max(float(solution.xreplace(given)), 0.0))
+    return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()})
+
+
+def _widths(precision: Precision) -> dict:
+    return {b_w: precision.weight_bytes, b_a: precision.activation_bytes, b_kv: precision.kv_bytes}
+
+
+def decode_time_expr(config: ModelConfig, hw: Hardware, precision: Precision, prompt: int,
+                     options: Options = Options(), keep=(B,)) -> sp.Expr:
+    """TPOT as the roofline prices it, with the symbols in `keep` left free (B, beta for bandwidth, b_kv)."""
+    roofs = Roofs.of(hw, precision)
+    placed = phase_ops(config, options, DECODE)
+    peaks = roofs.peaks(tuple(p.op.matmul for p in placed))
+    values = {S: prompt + 1, **{s: v for s, v in _widths(precision).items() if s not in keep}}
+    if beta not in keep:
+        values[beta] = roofs.bandwidth
+    time = sp.Integer(0)
+    for p, peak in zip(placed, peaks):
+        compute = p.op.cost.flops / sp.Float(peak) if np.isfinite(peak) else sp.Integer(0)
+        time += p.count * sp.Max(compute, p.op.cost.bytes / beta)
+    return time.xreplace(values)
+
+
+def _lines(config, hw, precision, prompt, options):
+    """Per op (compute intercept, slope; memory intercept, slope) in seconds, or None if not linear in B."""
+    roofs = Roofs.of(hw, precision)
+    placed = phase_ops(config, options, DECODE)
+    values = {S: prompt + 1, **_widths(precision)}
+    lines = []
+    for p, peak in zip(placed, roofs.peaks(tuple(p.op.matmul for p in placed))):
+        pair = []
+        for expr, rate in ((p.op.cost.flops, peak), (p.op.cost.bytes, roofs.bandwidth)):
+            # A gather reads min(B, rows) rows: B while the batch is below the vocabulary.
+            expr = sp.sympify(expr).xreplace(values).replace(lambda e: isinstance(e, sp.Min) and B in e.free_symbols, lambda e: B)
+            try:
+                poly = sp.Poly(expr, B)
+            except sp.PolynomialError:
+                return None
+            if poly.degree() > 1:
+                return None
+            pair += [p.count * float(poly.coeff_monomial(1)) / rate, p.count * float(poly.coeff_monomial(B)) / rate]
+        lines.append(pair)
+    return np.array(lines)
+
+
+def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
+                     fraction: float = 0.9, options: Options = Options()) -> Crossover:
+    """Smallest batch whose decode tokens/s reach `fraction` of the asymptote B / t(B) -> 1 / g.
+
+    On the piece of t(B) = t_0 + t_1·B where the crossing lies, B / t(B) = f / g solves to
+    B = f·t_0 / (g − f·t_1); fully memory-bound (t_1 = g) that is the napkin's 9a/b at f = 0.9.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction: must be in (0, 1), got {fraction!r}")
+    solution = sp.solve(sp.Eq(B / (t0 + t1 * B), f / g), B)[0]
+    lines = _lines(config, hw, precision, prompt, options)
+    if lines is None:
+        return _saturation_by_bisection(config, hw, precision, prompt, fraction, options, solution)
+    c0, c1, m0, m1 = lines.T
+    slope = float(np.sum(np.maximum(c1, m1)))
+    crossings = [(a0 - b0) / (b1 - a1) for a0, a1, b0, b1 in zip(c0, c1, m0, m1) if a1 != b1 and (a0 - b0) / (b1 - a1) > 0]
+    edges = [0.0] + sorted(crossings) + [math.inf]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        probe = lo + 1.0 if hi == math.inf else (lo + hi) / 2
+        compute_wins = c0 + c1 * probe >= m0 + m1 * probe
+        piece = {t0: float(np.sum(np.where(compute_wins, c0, m0))), t1: float(np.sum(np.where(compute_wins, c1, m1))),
+                 g: slope, f: fraction}
+        if piece[t1] >= slope / fraction:
+            continue  # throughput on this piece stays below f / g
+        root = float(solution.xreplace(piece))
+        if lo <= root <= hi:
+            given = {str(k): v for k, v in piece.items()}
+            return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), math.ceil(root - 1e-9), given)
+    return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), float("nan"), note="not reached")
+
+
+def _saturation_by_bisection(config, hw, precision, prompt, fraction, options, solution) -> Crossover:
+    """Throughput is monotone in B (t(B)/B never grows), so bisection finds the first batch past f / g."""
+    cm = compile_model(config, options)
+
+    def tpot(batch):
+        return float(evaluate(cm, hw, precision, float(batch), float(prompt), 1.0, prefill=False)["tpot_s"])
+
+    huge = 1e12  # every expert is read long before this batch: t(B)/B is at its limit
+    slope = tpot(huge) / huge
+    lo, hi = 0, 1
+    while hi / tpot(hi) < fraction / slope:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if mid / tpot(mid) < fraction / slope else (lo, mid)
+    return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), hi, {"g": slope, "f": fraction},
+                     "MoE: expert reads are nonlinear in B; solved by bisection on the same costs")
+
+
+def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
+                       options: Options = Options()) -> dict:
+    """The napkin regime, every op memory-bound: t(B) = a + b·B, tokens/s = B / (a + b·B).
+
+    a: bytes read once per step (weights) / bandwidth; b: bytes per sequence (KV, activations) / bandwidth.
+    """
+    lines = _lines(config, hw, precision, prompt, options)
+    if lines is None:
+        raise ValueError(f"model {config.name!r}: MoE decode bytes are not linear in the batch; no (a, b) model")
+    a, b = sp.symbols("a b", positive=True)
+    given = {a: float(lines[:, 2].sum()), b: float(lines[:, 3].sum())}
+    saturation = sp.solve(sp.Eq(B / (a + b * B), f / b), B)[0]  # 90%: 9a/b
+    doubling = sp.solve(sp.Eq((2 * B / (a + 2 * b * B)) / (B / (a + b * B)), 1 + f), B)[0]
+    return {"a": given[a], "b": given[b], "saturation": saturation, "doubling_gain_below": doubling,
+            "given": given}
+
+
+def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
+                      gain: float = 0.1, options: Options = Options()) -> Crossover:
+    """The batch beyond which doubling it raises memory-bound tokens/s by less than `gain`: a(1−f)/(2fb)."""
+    if not 0 < gain < 1:
+        raise ValueError(f"gain: must be in (0, 1), got {gain!r}")
+    model = memory_bound_model(config, hw, precision, prompt, options)
+    expr = model["doubling_gain_below"]
+    value = float(expr.xreplace({**model["given"], f: gain}))
+    return Crossover("diminishing_batch", sp.Eq(B, expr), value, {**{str(k): v for k, v in model["given"].items()},
+                                                                   "f": gain}, "memory-bound regime")
+
+
+def elasticities(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), batch: int = 1,
+                 prompt: int = 1024, options: Options = Options()) -> dict[str, Crossover]:
+    """d ln TPOT / d ln x for bandwidth, KV bytes per element (bits) and batch, at one point."""
+    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv))
+    point = {B: batch, beta: Roofs.of(hw, precision).bandwidth, b_kv: precision.kv_bytes}
+    out = {}
+    for name, symbol in (("bandwidth", beta), ("kv_bits", b_kv), ("batch", B)):
+        elasticity = sp.diff(expr, symbol) * symbol / expr
+        value = float(elasticity.xreplace(point).replace(sp.Heaviside, lambda x, *_: sp.Heaviside(x, sp.S.Half)))
+        step = sp.Function("t")(symbol)
+        out[name] = Crossover(f"tpot_elasticity_{name}", symbol * sp.Derivative(step, symbol) / step, value,
+                              {str(k): float(v) for k, v in point.items()})
+    return out

@@ -1,0 +1,94 @@
+"""KV-cache memory management: contiguous vs paged allocation, shared prefixes, the thought-tree experiment.
+
+Contiguous allocation reserves a request's maximum length up front (internal fragmentation: the
+unused tail); paged allocation (vLLM, Kwon et al. SOSP 2023) hands out blocks of b tokens as the
+sequence grows, so a sequence wastes at most b − 1 slots and any free block fits anywhere (no
+external fragmentation). With prefix sharing the full blocks of a shared prefix are stored once,
+reference-counted; the partly filled last prefix block is copied on the first write of each branch.
+Left out: external fragmentation of variable-size contiguous allocators, eviction and swapping.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .bounds import Roofs, step_times
+from .config import ModelConfig, load_model
+from .evaluate import compile_model
+from .hardware import Hardware, load_hardware
+from .precision import Precision
+
+
+def _blocks(tokens, block: int) -> np.ndarray:
+    if block < 1:
+        raise ValueError(f"block_size: must be >= 1 token, got {block!r}")
+    return -(-np.asarray(tokens, dtype=np.int64) // block)
+
+
+def contiguous_waste(lengths, max_len: int) -> np.ndarray:
+    """Slots reserved but never written when every request reserves `max_len` tokens."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if np.any(lengths > max_len):
+        raise ValueError(f"max_len: {max_len} is shorter than a sequence of {int(lengths.max())} tokens")
+    return max_len - lengths
+
+
+def paged_waste(lengths, block: int) -> np.ndarray:
+    """Unused slots in each sequence's last block."""
+    return _blocks(lengths, block) * block - np.asarray(lengths, dtype=np.int64)
+
+
+def sequences_that_fit(capacity_tokens: int, lengths, block: int | None = None, max_len: int | None = None) -> int:
+    """How many of the sequences, taken in order, fit: paged blocks, or contiguous max_len reservations."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if block is None:
+        per = np.full(lengths.shape, lengths.max() if max_len is None else max_len)
+        contiguous_waste(lengths, int(per.max()))
+    else:
+        per = _blocks(lengths, block) * block
+    return int(np.searchsorted(np.cumsum(per), capacity_tokens, side="right"))
+
+
+def shared_prefix_blocks(prefix: int, suffixes, block: int) -> dict[str, int]:
+    """Blocks for branches that share `prefix` tokens and each add their own suffix.
+
+    Covers a shared system prompt (suffix = user turn + reply), n parallel samples of one prompt
+    (suffix = the sample) and beam or tree search of width W (suffix = the branch). Every branch is
+    taken to write at least one token (so each copies the partial prefix block).
+    """
+    suffixes = np.asarray(suffixes, dtype=np.int64)
+    separate = int(_blocks(prefix + suffixes, block).sum())
+    full, partial = divmod(prefix, block)
+    shared = full + int(_blocks(partial + suffixes, block).sum())
+    return {"separate": separate, "shared": shared, "saved_fraction": 1 - shared / separate}
+
+
+def thought_tree(model: str | ModelConfig, hardware: str | Hardware, width: int, prefix: int, steps: int,
+                 precision: Precision = Precision()) -> dict[str, dict]:
+    """W branches decoding `steps` tokens after a shared prefix, three ways; seconds and KV bytes of each.
+
+    shared_cache: one prefill of the prefix, then W sequences decode as one batch over a shared cache
+                  (each branch still reads the prefix's keys: paged attention, no cascade kernel).
+    no_cache:     every step reruns the full sequences of all W branches (T = S, padded to the longest).
+    independent:  W requests, each prefilling the prefix and keeping its own cache.
+    """
+    if width < 1 or prefix < 1 or steps < 1:
+        raise ValueError(f"thought_tree: width, prefix and steps must be >= 1, got {width}, {prefix}, {steps}")
+    config, hw = load_model(model), load_hardware(hardware)
+    cm = compile_model(config)
+    widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+    roofs = Roofs.of(hw, precision, n_layers=config.n_layers)
+
+    def seconds(phase, batch, context):
+        return np.asarray(step_times(phase.parts(float(batch), np.asarray(context, dtype=float), widths), phase,
+                                     roofs).roofline_s, dtype=float)
+
+    contexts = prefix + np.arange(1, steps + 1)  # step j sees the prefix and j new keys
+    decode = float(seconds(cm.decode, width, contexts[:-1]).sum()) if steps > 1 else 0.0
+    kv = lambda tokens: float(cm.kv_cache(1.0, float(tokens), widths[2]))  # noqa: E731
+    first = float(seconds(cm.prefill, 1, prefix))
+    return {
+        "shared_cache": {"seconds": first + decode, "kv_bytes": kv(prefix) + width * kv(steps)},
+        "no_cache": {"seconds": float(seconds(cm.prefill, width, contexts - 1).sum()), "kv_bytes": 0.0},
+        "independent": {"seconds": float(seconds(cm.prefill, width, prefix)) + decode,
+                        "kv_bytes": width * kv(prefix + steps)},
+    }

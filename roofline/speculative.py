@@ -1,0 +1,141 @@
+"""Speculative decoding: a draft proposes γ tokens, the target checks them in one pass of γ + 1 queries.
+
+Acceptance is i.i.d. per drafted token with rate α (Leviathan et al. 2023, "Fast Inference from
+Transformers via Speculative Decoding", eq. 1): a pass yields (1 − α^(γ+1)) / (1 − α) tokens in
+expectation (γ + 1 at α = 1), never γα + 1. An iteration costs γ draft decode steps plus one target
+pass of T = γ + 1 query tokens against the cached context, priced by the same roofline as decode:
+nearly free while the step is memory-bound, not free once B·(γ+1) tokens make the matmuls
+compute-bound. Left out: the draft's KV-cache memory, rejection-sampling arithmetic, tree drafts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+import sympy as sp
+
+from .bounds import IDEAL, Calibration, Roofs, step_times
+from .config import ModelConfig, load_model
+from .evaluate import ARGS, COMPONENTS, CompiledPhase, compile_model
+from .hardware import Hardware, load_hardware
+from .model import DECODE, Options, dimensions, symbolic_ops
+from .precision import Precision
+from .symbols import S, T
+
+alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
+MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)
+
+
+def expected_tokens_expr() -> sp.Expr:
+    """Tokens per target pass: accepted prefix (geometric, capped at γ) plus the pass's own token."""
+    j = sp.Symbol("j", integer=True, nonnegative=True)
+    return sp.simplify(sp.summation(alpha ** j, (j, 0, gamma)))  # P(at least j accepted) = α^j
+
+
+def expected_tokens(acceptance, lookahead) -> np.ndarray:
+    """(1 − α^(γ+1)) / (1 − α), with its limit γ + 1 at α = 1; broadcasts over arrays."""
+    a, g = np.broadcast_arrays(np.asarray(acceptance, dtype=float), np.asarray(lookahead, dtype=float))
+    safe = np.where(a < 1, a, 0.0)
+    return np.where(a < 1, (1 - safe ** (g + 1)) / (1 - safe), g + 1)
+
+
+def check(lookahead, acceptance) -> None:
+    if not float(lookahead).is_integer() or lookahead < 1:
+        raise ValueError(f"gamma: the lookahead must be a whole number >= 1, got {lookahead!r}")
+    if not 0 <= acceptance <= 1:
+        raise ValueError(f"alpha: the acceptance rate must be in [0, 1], got {acceptance!r}")
+
+
+@dataclass(frozen=True)
+class QueriesModel:
+    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, T)."""
+    function: object
+    names: tuple
+    matmul: tuple
+    counts: tuple
+    context_dependent: tuple  # per op: whether its cost depends on S (attention) or only on tokens
+
+    def phase(self, queries) -> CompiledPhase:
+        """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
+        return CompiledPhase(f"T={queries}", self.names, self.matmul, self.counts,
+                             lambda batch, context, *widths: self.function(batch, context, *widths, queries))
+
+
+@lru_cache(maxsize=32)
+def compile_queries(config: ModelConfig, options: Options = Options()) -> QueriesModel:
+    """`evaluate._compile` with T left free as a last argument (decode T = 1 and prefill T = S are its cases)."""
+    placed = symbolic_ops(config, options, DECODE)
+    values = dimensions(config)
+    exprs = [sp.sympify(getattr(p.op.cost, c)).xreplace(values) * p.count for p in placed for c in COMPONENTS]
+    function = sp.lambdify(ARGS + (T,), exprs, modules="numpy", cse=True)
+    context = tuple(any(S in sp.sympify(getattr(p.op.cost, c)).free_symbols for c in COMPONENTS) for p in placed)
+    return QueriesModel(function, tuple(p.name for p in placed), tuple(p.op.matmul for p in placed),
+                        tuple(p.count for p in placed), context)
+
+
+def queries_phase(config: ModelConfig, options: Options, queries) -> CompiledPhase:
+    """Verification pass: `queries` tokens per sequence, logits for every one (each drafted position is scored)."""
+    return compile_queries(config, replace(options, logits="all")).phase(queries)
+
+
+@dataclass(frozen=True)
+class Speculation:
+    gamma: int
+    alpha: float
+    batch: int
+    prompt: int
+    expected_tokens_per_iteration: float
+    draft_s: float  # γ draft decode steps
+    verify_s: float  # one target pass over γ + 1 queries
+    iteration_s: float
+    tpot_s: float  # iteration_s / expected tokens
+    baseline_tpot_s: float  # one plain target decode step
+    speedup: float
+    best_gamma: int  # 0 when plain decoding is fastest
+    best_speedup: float
+
+
+def _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration):
+    """Seconds of one draft decode step at each context: a model's own roofline or a share of the target's."""
+    if isinstance(draft, (int, float)) and not isinstance(draft, bool):
+        if not 0 < draft <= 1:
+            raise ValueError(f"draft: a cost fraction must be in (0, 1], got {draft!r}")
+        return draft * target_decode
+    config = load_model(draft)
+    cm = compile_model(config)
+    draft_roofs = Roofs.of(hw, precision, calibration, config.n_layers)
+    return step_times(cm.decode.parts(batch, contexts, widths), cm.decode, draft_roofs).roofline_s
+
+
+def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
+              alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
+              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA) -> Speculation:
+    """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
+
+    draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads).
+    """
+    check(gamma, alpha)
+    for name, value in (("batch", batch), ("prompt", prompt)):
+        if not float(value).is_integer() or value < 1:
+            raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
+    config, hw = load_model(target), load_hardware(hardware)
+    widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+    roofs = Roofs.of(hw, precision, calibration, config.n_layers)
+    lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
+
+    baseline = compile_model(config, options).decode
+    contexts = prompt + 1 + lookaheads  # the draft's step j sees prompt + 1 + j keys
+    target_decode = step_times(baseline.parts(batch, contexts, widths), baseline, roofs).roofline_s
+    per_draft_step = _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration)
+    draft_s = np.concatenate([[0.0], np.cumsum(np.broadcast_to(per_draft_step, contexts.shape))[:-1]])
+    verify = queries_phase(config, options, lookaheads + 1)
+    verify_s = step_times(verify.parts(batch, prompt + 1 + lookaheads, widths), verify, roofs).roofline_s
+
+    tokens = expected_tokens(alpha, lookaheads)
+    tpot = (draft_s + verify_s) / tokens
+    best = int(np.argmin(tpot))
+    g = int(gamma)
+    return Speculation(g, float(alpha), int(batch), int(prompt), float(tokens[g]), float(draft_s[g]),
+                       float(verify_s[g]), float(draft_s[g] + verify_s[g]), float(tpot[g]), float(target_decode[0]),
+                       float(target_decode[0] / tpot[g]), best, float(target_decode[0] / tpot[best]))

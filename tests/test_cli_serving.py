@@ -1,0 +1,106 @@
+"""`roofline speculate | crossovers | simulate`: the JSON contract, library agreement, and exit code 2 on bad input."""
+import json
+import math
+
+import pytest
+
+from roofline import load_hardware, load_model
+from roofline.cli import main
+from roofline.crossovers import saturation_batch
+from roofline.speculative import speculate
+
+
+def run_json(capsys, *args) -> dict:
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    for key, value in out.items():
+        assert value is None or isinstance(value, (int, float, str, bool)), key
+        assert not isinstance(value, float) or math.isfinite(value), key
+    return out
+
+
+def test_speculate_json_has_the_contract_keys_and_the_librarys_values(capsys):
+    out = run_json(capsys, "speculate", "--model", "llama-2-13b", "--draft", "tinyllama-1.1b-chat-v1.0",
+                   "--hardware", "h100-sxm", "--gamma", "5", "--alpha", "0.75", "--batch", "8", "--prompt", "2048")
+    want = speculate("llama-2-13b", "h100-sxm", "tinyllama-1.1b-chat-v1.0", 5, 0.75, batch=8, prompt=2048)
+    for key in ("expected_tokens_per_iteration", "iteration_s", "tpot_s", "speedup", "best_gamma"):
+        assert out[key] == pytest.approx(getattr(want, key)), key
+    assert out["expected_tokens_per_iteration"] == pytest.approx((1 - 0.75 ** 6) / 0.25)
+
+
+def test_speculate_accepts_a_draft_cost_fraction(capsys):
+    out = run_json(capsys, "speculate", "--model", "llama-2-7b", "--draft", "0.05", "--gamma", "2", "--alpha", "0.9")
+    assert out["draft"] == 0.05 and out["speedup"] > 1
+
+
+def test_crossovers_json_has_each_value_and_its_expression(capsys):
+    out = run_json(capsys, "crossovers", "--model", "llama-2-13b", "--hardware", "h100-sxm", "--prompt", "2048")
+    for key in ("critical_batch", "kv_equals_weights_context", "max_batch", "saturation_batch_90"):
+        assert isinstance(out[key], (int, float)) and out[key] > 0, key
+        assert isinstance(out[f"{key}_expression"], str) and "=" in out[f"{key}_expression"], key
+    assert out["critical_batch"] == pytest.approx(989.4e12 / 3.35e12)
+    assert out["saturation_batch_90"] == saturation_batch(load_model("llama-2-13b"), load_hardware("h100-sxm"),
+                                                          prompt=2048).value
+
+
+def test_crossovers_that_never_happen_are_null(capsys):
+    out = run_json(capsys, "crossovers", "--model", "mistral-7b-v0.1")
+    assert out["kv_equals_weights_context"] is None
+
+
+def test_text_output_names_every_crossover(capsys):
+    assert main(["crossovers", "--model", "llama-2-7b"]) == 0
+    text = capsys.readouterr().out
+    assert "critical_batch" in text and "saturation_batch_90" in text
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["speculate", "--gamma", "0"], "--gamma"),
+    (["speculate", "--gamma", "two"], "--gamma"),
+    (["speculate", "--alpha", "1.2"], "--alpha"),
+    (["speculate", "--alpha", "-0.1"], "--alpha"),
+    (["speculate", "--draft", "0"], "--draft"),
+    (["speculate", "--batch", "0"], "--batch"),
+    (["crossovers", "--prompt", "-5"], "--prompt"),
+    (["crossovers", "--kv", "int3"], "--kv"),
+])
+def test_bad_input_exits_2_with_one_line_naming_the_flag(capsys, args, flag):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert flag in err and err.count("\n") == 1
+
+
+SIMULATE_KEYS = ("throughput_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s",
+                 "e2e_p99_s", "max_concurrency")
+
+
+@pytest.mark.parametrize("policy", ["static", "continuous"])
+def test_simulate_json_has_the_contract_keys_and_is_reproducible_by_seed(capsys, policy):
+    args = ("simulate", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--rate", "15", "--requests", "300",
+            "--policy", policy, "--block-size", "16", "--prompt-mean", "256", "--output-mean", "64", "--seed", "7")
+    first, again = run_json(capsys, *args), run_json(capsys, *args)
+    assert first == again
+    for key in SIMULATE_KEYS:
+        assert isinstance(first[key], (int, float)) and first[key] > 0, key
+    assert first["ttft_p50_s"] <= first["ttft_p99_s"] and first["e2e_p50_s"] <= first["e2e_p99_s"]
+    assert isinstance(first["max_concurrency"], int)
+
+
+def test_simulate_matches_the_library(capsys):
+    from roofline.batching import poisson_workload, simulate
+    out = run_json(capsys, "simulate", "--rate", "5", "--requests", "100", "--seed", "3")
+    want = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(100, 5.0, 512, 128, seed=3)).summary()
+    assert out["throughput_tokens_per_s"] == pytest.approx(want["throughput_tokens_per_s"])
+    assert out["e2e_p99_s"] == pytest.approx(want["e2e_p99_s"])
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["simulate", "--rate", "0"], "--rate"),
+    (["simulate", "--rate", "-3"], "--rate"),
+    (["simulate", "--requests", "0"], "--requests"),
+    (["simulate", "--policy", "fifo"], "--policy"),
+    (["simulate", "--block-size", "0"], "--block-size"),
+])
+def test_bad_simulation_flags_exit_2(capsys, args, flag):
+    assert main(args) == 2
+    assert flag in capsys.readouterr().err

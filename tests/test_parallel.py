@@ -1,0 +1,148 @@
+"""Tensor parallelism and replicas: shards against parameter and cache counts, a simulated ring all-reduce."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roofline import load_hardware, load_model
+from roofline.evaluate import compile_model
+from roofline.model import parameter_count
+from roofline.parallel import (ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_seconds, analyze_parallel, shard,
+                               tp_crossovers)
+
+H100 = load_hardware("h100-sxm")
+
+
+def simulated_ring_allreduce(vectors: np.ndarray, bandwidth: float, latency: float) -> tuple[np.ndarray, float]:
+    """Reduce-scatter then all-gather around a ring, chunk by chunk; returns every GPU's result and the time."""
+    t = len(vectors)
+    chunks = [np.array_split(v.astype(float), t) for v in vectors]
+    elapsed = 0.0
+    for step in range(t - 1):  # reduce-scatter: GPU i sends chunk (i - step) to GPU i + 1, which adds it
+        sent = [(i, (i - step) % t, chunks[i][(i - step) % t].copy()) for i in range(t)]
+        for i, c, data in sent:
+            chunks[(i + 1) % t][c] += data
+        elapsed += latency + max(d.nbytes for _, _, d in sent) / bandwidth
+    for step in range(t - 1):  # all-gather: GPU i forwards its finished chunk (i + 1 - step)
+        sent = [(i, (i + 1 - step) % t, chunks[i][(i + 1 - step) % t].copy()) for i in range(t)]
+        for i, c, data in sent:
+            chunks[(i + 1) % t][c] = data
+        elapsed += latency + max(d.nbytes for _, _, d in sent) / bandwidth
+    return np.array([np.concatenate(c) for c in chunks]), elapsed
+
+
+@pytest.mark.parametrize("gpus", [2, 4, 8])
+def test_ring_allreduce_traffic_matches_a_simulated_ring_and_latency_is_paid_once(gpus):
+    rng = np.random.default_rng(gpus)
+    vectors = rng.normal(size=(gpus, 1024))
+    result, elapsed = simulated_ring_allreduce(vectors, 450e9, 0.0)
+    assert np.allclose(result, vectors.sum(axis=0))
+    assert elapsed == pytest.approx(allreduce_seconds(vectors[0].nbytes, gpus, 450e9, 0.0))
+    with_latency = allreduce_seconds(vectors[0].nbytes, gpus, 450e9, 3e-6)
+    assert with_latency == pytest.approx(elapsed + 3e-6)
+
+
+@pytest.mark.parametrize("model, tp", [("llama-2-70b", 2), ("llama-2-70b", 8), ("llama-2-13b", 4), ("qwen2.5-7b", 4)])
+def test_shards_hold_every_weight_once_except_the_replicated_norms(model, tp):
+    config = load_model(model)
+    norms = (2 * config.n_layers + 1) * config.d_model  # RMSNorm weights live on every GPU
+    assert tp * parameter_count(shard(config, tp)) - parameter_count(config) == (tp - 1) * norms
+
+
+@pytest.mark.parametrize("model, tp, divisor", [
+    ("llama-2-70b", 8, 8),  # 8 KV heads, one per GPU
+    ("llama-2-13b", 8, 8),  # MHA: 40 KV heads, 5 per GPU
+    ("tinyllama-1.1b-chat-v1.0", 8, 4),  # 4 KV heads on 8 GPUs: each head replicated twice
+    ("deepseek-v2-lite", 4, 1),  # MLA: the latent cache is replicated on every GPU
+])
+def test_kv_cache_per_gpu_is_split_by_kv_heads_and_replicated_past_them(model, tp, divisor):
+    config = load_model(model)
+    full = compile_model(config).kv_cache(1.0, 1000.0, 2.0)
+    assert compile_model(shard(config, tp)).kv_cache(1.0, 1000.0, 2.0) == pytest.approx(full / divisor)
+
+
+def test_decode_communication_is_two_ring_allreduces_per_layer():
+    out = analyze_parallel("llama-2-70b", H100, tp=8, batch=[1, 32])
+    per_allreduce = DEFAULT_LINK_LATENCY_S + 2 * 7 * np.array([1, 32]) * 8192 * 2 / 8 / 450e9
+    assert np.allclose(out["comm_s"], ALLREDUCES_PER_LAYER * 80 * per_allreduce)
+    assert np.all(out["link_latency_assumed"])
+    single = analyze_parallel("llama-2-70b", H100, tp=1, batch=[1, 32])
+    assert np.all(single["comm_s"] == 0) and not np.any(single["link_latency_assumed"])
+
+
+def test_a_measured_link_latency_is_used_when_the_hardware_file_has_one():
+    out = analyze_parallel("llama-2-13b", load_hardware("a100-40gb"), tp=2, batch=[1])  # measured 10.14 us
+    assert not np.any(out["link_latency_assumed"])
+    assert out["comm_s"][0] == pytest.approx(2 * 40 * (1.014e-5 + 2 * 5120 * 2 / 2 / 300e9))
+
+
+def test_replicas_multiply_throughput_and_leave_latency_alone():
+    one = analyze_parallel("llama-2-70b", H100, tp=4, replicas=1, batch=[1, 16])
+    three = analyze_parallel("llama-2-70b", H100, tp=4, replicas=3, batch=[1, 16])
+    assert np.allclose(three["tokens_per_s"], 3 * one["tokens_per_s"])
+    for key in ("tpot_s", "ttft_s", "e2e_s", "per_gpu_memory_bytes", "max_batch"):
+        assert np.allclose(three[key], one[key]), key
+    assert np.all(three["gpus"] == 12) and np.all(three["tp"] == 4)
+
+
+def test_tp_shrinks_per_gpu_memory_and_raises_max_batch():
+    out = {t: analyze_parallel("llama-2-70b", H100, tp=t, batch=[8]) for t in (1, 2, 4, 8)}
+    memory = [out[t]["per_gpu_memory_bytes"][0] for t in (1, 2, 4, 8)]
+    assert memory == sorted(memory, reverse=True) and memory[0] / memory[3] > 7
+    assert out[1]["max_batch"][0] == 0 and out[8]["max_batch"][0] > out[4]["max_batch"][0] > 0
+
+
+def test_tp_breakeven_and_fastest_degree_solve_their_equations():
+    found = tp_crossovers("llama-2-70b", H100)
+    g = found["tp_breakeven"].given
+    m, L, X, beta, lam = g["m"], g["L"], g["X"], g["beta"], g["lambda"]
+    comm = lambda t: 2 * L * (lam + 2 * (t - 1) / t * X / beta)
+    t = found["tp_breakeven"].value
+    assert m * (1 - 1 / t) == pytest.approx(comm(t))
+    tpot = lambda t: m / t + comm(t)
+    # Bounded ring traffic and a constant latency: TPOT falls with every doubling of t.
+    assert found["tp_fastest"].value == float("inf")
+    assert tpot(2 * t) < tpot(t) and tpot(64) < tpot(8) < tpot(2) and 1 < t < 2
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(["llama-2-7b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b"]), st.sampled_from([1, 2, 4]),
+       st.integers(1, 256), st.integers(1, 8192))
+def test_per_gpu_memory_falls_with_tp_and_comm_is_nonnegative(model, tp, batch, prompt):
+    base = analyze_parallel(model, H100, tp=1, batch=[batch], prompt=prompt, gen=4)
+    sharded = analyze_parallel(model, H100, tp=tp, batch=[batch], prompt=prompt, gen=4)
+    assert sharded["per_gpu_memory_bytes"][0] <= base["per_gpu_memory_bytes"][0] + 1
+    assert sharded["per_gpu_memory_bytes"][0] * tp >= base["weight_bytes"][0]
+    assert sharded["comm_s"][0] >= 0 and np.isfinite(sharded["tpot_s"][0])
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"tp": 3}, "tp"),  # 64 query heads
+    ({"tp": 0}, "tp"),
+    ({"tp": 2, "replicas": 0}, "replicas"),
+    ({"tp": 2, "hardware": "cpu"}, "interconnect"),
+])
+def test_bad_parallel_input_is_a_clear_error(kwargs, field):
+    args = {"model": "llama-2-70b", "hardware": "h100-sxm", **kwargs}
+    with pytest.raises(ValueError, match=field):
+        analyze_parallel(**args)
+
+
+def test_tp_that_does_not_split_kv_heads_evenly_is_refused():
+    with pytest.raises(ValueError, match="KV heads"):
+        shard(load_model("qwen2.5-7b"), 14)  # 14 divides the 28 query heads, but not the 4 KV heads nor they it
+
+
+@pytest.mark.parametrize("experts, top_k, tokens", [(8, 2, 1), (8, 2, 4), (64, 6, 16), (256, 8, 32)])
+def test_expected_distinct_experts_matches_a_monte_carlo_of_top_k_routing(experts, top_k, tokens):
+    """The count that sizes expert-parallel weight reads: each token picks k distinct experts uniformly."""
+    from roofline.ops import expected_experts_touched
+    from roofline.symbols import B, E, T, k
+    rng = np.random.default_rng(experts + tokens)
+    trials = 20_000
+    picks = np.argsort(rng.random((trials, tokens, experts)), axis=2)[:, :, :top_k]
+    hit = np.zeros((trials, experts), dtype=bool)
+    np.put_along_axis(hit, picks.reshape(trials, -1), True, axis=1)
+    distinct = hit.sum(axis=1)
+    expected = float(expected_experts_touched().xreplace({E: experts, k: top_k, B: tokens, T: 1}))
+    assert abs(distinct.mean() - expected) <= 4 * distinct.std() / np.sqrt(trials) + 1e-9
