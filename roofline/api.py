@@ -25,6 +25,7 @@ METRIC_DEFINITIONS = {
     "tokens_per_s": "batch / tpot_s",
     "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
     "decode_bound": "what most of the decode step's roofline time waits on",
+    "napkin_memory_bytes": "the lecture's memory: weight bytes + KV bytes at prompt_len (no workspace)",
     "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
                     "the lecture's memory figure counts KV at prompt_len and no workspace",
     "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and workspace fit in memory",

@@ -58,8 +58,10 @@ def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, promp
         "fits": memory <= hw.memory_bytes, "max_batch": max_batch,
         "decode_flops": total(op[0] for op in decode), "decode_bytes": total(sum(op[1:]) for op in decode),
         "tpot_s": dec_t.roofline_s, "decode_no_overlap_s": dec_t.no_overlap_s, "decode_bound": dec_t.bound,
-        "napkin_tpot_s": (weight_bytes + batch * cm.kv_cache(1.0, prompt, widths[2])) / hw.memory_bandwidth,
     }
+    out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, widths[2])  # the lecture: KV at S = prompt
+    out["napkin_memory_bytes"] = weight_bytes + out["napkin_kv_bytes"]
+    out["napkin_tpot_s"] = out["napkin_memory_bytes"] / hw.memory_bandwidth
     out["tokens_per_s"] = batch / out["tpot_s"]
     out["decode_intensity"] = out["decode_flops"] / out["decode_bytes"]
     if prefill:

@@ -1,0 +1,204 @@
+"""`roofline report`: the study of one model on one or more devices, written to a directory.
+
+The I/O edge of `roofline.report`: parses arguments, reads calibration and measurement files,
+draws a progress bar on stderr, and writes report.md, report.html, results.csv, results.json and
+the plot PNGs. Two runs with the same inputs give the same files apart from the 'Generated' line.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .bounds import Calibration
+from .calibration import CALIBRATION_DIR, calibration_from_dict, read_calibration_file
+from .hardware import DATA_DIR, Hardware, load_hardware
+from .report import DEFAULTS, MEASURED_DIMS, ValidationInput, build_study, html, markdown, results_frame, results_json
+
+FORMATS = ("md", "html")
+MEASUREMENTS_DIR = DATA_DIR / "measurements"
+MEASUREMENT_COLUMNS = ("model", *MEASURED_DIMS, "dtype", "phase", "batch", "context", "time_s")
+
+
+def _list(text: str, name: str) -> list[str]:
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise ValueError(f"{name}: give at least one value, got {text!r}")
+    return items
+
+
+def _whole_numbers(text: str, name: str) -> list[int]:
+    try:
+        values = [int(t) for t in _list(text, name)]
+    except ValueError:
+        raise ValueError(f"{name}: expected comma-separated positive integers, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise ValueError(f"{name}: must be positive, got {text!r}")
+    return values
+
+
+def _one_number(text: str, name: str) -> int:
+    values = _whole_numbers(text, name)
+    if len(values) != 1:
+        raise ValueError(f"{name}: give one value, got {text!r}")
+    return values[0]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=DEFAULTS["model"], help="bundled model name or a config.json path")
+    parser.add_argument("--hardware", action="extend", nargs="+",
+                        help="one or more hardware ids or JSON files (several: side by side); default h100-sxm")
+    parser.add_argument("--batch", default=",".join(map(str, DEFAULTS["batch"])), help="batch sizes, e.g. 1,64,256")
+    parser.add_argument("--prompt", default=str(DEFAULTS["prompt"]), help="prompt length P (tokens)")
+    parser.add_argument("--gen", default=str(DEFAULTS["gen"]), help="generated tokens G")
+    parser.add_argument("--weights", default="bf16", help="weight dtype (bf16, fp8, int8, int4, ...)")
+    parser.add_argument("--kv", default="bf16", help="KV-cache dtype")
+    parser.add_argument("--calibration", help="calibration YAML from `roofline fit` (default: data/calibration files "
+                                              "fitted for the report's hardware)")
+    parser.add_argument("--measurements", action="append", help="measurement CSV from `roofline validate` (repeatable)")
+    parser.add_argument("--out", default="reports", help="output directory (created if missing)")
+    parser.add_argument("--format", default="md,html", help="md, html or both (CSV, JSON and PNGs are always written)")
+    parser.add_argument("--no-plots", action="store_true", help="skip the figures (faster; the HTML has no images)")
+
+
+def _reference(document: dict, path: Path) -> Hardware | None:
+    """The roofs the fractions apply to: a datasheet entry, or the measured ceilings ('measured')."""
+    hw_id = document.get("hardware")
+    if hw_id and hw_id != "measured":
+        return load_hardware(hw_id)
+    ceilings = document.get("measured_ceilings") or {}
+    if not ceilings.get("copy_bandwidth_bytes_per_s"):
+        return None
+    name = (document.get("fit") or {}).get("device_name", "measured device")
+    return Hardware(id="measured", name=f"{name} (measured ceilings)", memory_bytes=1.0,
+                    memory_bandwidth=float(ceilings["copy_bandwidth_bytes_per_s"]),
+                    peak_flops={d: float(v) for d, v in (ceilings.get("matmul_flops_per_s") or {}).items()})
+
+
+def read_calibration(path: Path) -> tuple[Calibration, dict, Hardware | None]:
+    """The Calibration of a `roofline fit` file, the whole document, and the roofs its fractions apply to."""
+    document = read_calibration_file(path)
+    return calibration_from_dict(document, path.stem), document, _reference(document, path)
+
+
+def read_measurements(paths: list[Path]) -> pd.DataFrame:
+    """Measured rows (status ok) of validation CSVs, with the columns the comparison needs."""
+    frames = []
+    for path in paths:
+        try:
+            frame = pd.read_csv(path)
+        except (OSError, ValueError) as err:
+            raise ValueError(f"measurements {str(path)!r}: cannot read CSV ({err})") from None
+        missing = [c for c in MEASUREMENT_COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"measurements {str(path)!r}: missing columns {', '.join(missing)}")
+        if "status" in frame.columns:
+            frame = frame[frame["status"] == "ok"]
+        frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna())
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
+
+
+def _sources(document: dict) -> list[Path]:
+    names = (document.get("fit") or {}).get("sources") or []
+    return [MEASUREMENTS_DIR / Path(n).name for n in names if (MEASUREMENTS_DIR / Path(n).name).is_file()]
+
+
+def _shown(path: Path) -> str:
+    """A bundled file as data/..., so reports do not depend on where the checkout lives."""
+    try:
+        return str(path.resolve().relative_to(DATA_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
+def _calibration_files() -> list[Path]:
+    if not CALIBRATION_DIR.is_dir():
+        return []
+    return sorted(CALIBRATION_DIR.glob("*.yaml"))
+
+
+def _calibrated(path: Path, devices: list[Hardware], explicit: bool, files: list[Path] | None):
+    """(device, ValidationInput) for one calibration file, or None when it fits none of the devices."""
+    cal, document, reference = read_calibration(path)
+    target = document.get("hardware")
+    match = next((d for d in devices if d.id == target), None)
+    if match is None and explicit:
+        if target not in (None, "measured"):
+            raise ValueError(f"calibration {str(path)!r}: fitted for hardware {target!r}, which is not in this "
+                             f"report ({', '.join(d.id for d in devices)}); add --hardware {target}")
+        match = devices[0]
+    if match is None:
+        return None
+    files = _sources(document) if files is None else files
+    source = ", ".join(_shown(p) for p in [path, *files])
+    return match, ValidationInput(cal, reference or match, document.get("fit") or {}, read_measurements(files), source)
+
+
+def find_validation(hardware: list[str], calibration: str | None, measurements: list[str] | None) -> dict:
+    """hardware id -> ValidationInput: the calibration given (or those under data/calibration fitted for the
+    report's hardware, with the measurements they name); measurements given go with the first hardware."""
+    devices = [load_hardware(h) for h in hardware]
+    files = [Path(m) for m in measurements] if measurements else None
+    found, paths = {}, {}
+    for path in [Path(calibration)] if calibration else _calibration_files():
+        pair = _calibrated(path, devices, bool(calibration), files if calibration else None)
+        if pair and pair[0].id not in found:
+            found[pair[0].id], paths[pair[0].id] = pair[1], path
+    first = devices[0]
+    if files and not calibration:
+        found[first.id] = (_calibrated(paths[first.id], devices, False, files)[1] if first.id in found else
+                           ValidationInput(None, first, {}, read_measurements(files), ", ".join(map(_shown, files))))
+    return found
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    if not sys.stderr.isatty():
+        return
+    width = 24
+    filled = width * done // total
+    sys.stderr.write(f"\rreport [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the study of a model on one or more devices (Markdown, HTML, CSV, JSON, PNG)."""
+    hardware = [h for item in (args.hardware or list(DEFAULTS["hardware"])) for h in _list(item, "hardware")]
+    formats = _list(args.format, "format")
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"format: unknown {', '.join(unknown)}; use md, html or md,html")
+    batch = _whole_numbers(args.batch, "batch")
+    prompt, gen = _one_number(args.prompt, "prompt"), _one_number(args.gen, "gen")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out: {str(out)!r} exists and is not a directory")
+    for path in [args.calibration] + (args.measurements or []):
+        if path and not Path(path).is_file():
+            raise ValueError(f"no such file {path!r}")
+    validation = find_validation(hardware, args.calibration, args.measurements)
+    study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
+                        plots=not args.no_plots, progress=_progress)
+    generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in study.figures.items():
+        (out / name).write_bytes(data)
+        written.append(name)
+    if "md" in formats:
+        (out / "report.md").write_text(markdown(study, generated))
+        written.append("report.md")
+    if "html" in formats:
+        (out / "report.html").write_text(html(study, generated))
+        written.append("report.html")
+    results_frame(study).to_csv(out / "results.csv", index=False)
+    (out / "results.json").write_text(results_json(study))
+    print(f"wrote {len(written) + 2} files to {out}: {', '.join(sorted(written + ['results.csv', 'results.json']))}")
+    return 0
+
+
+COMMANDS = [("report", add_arguments, run)]
