@@ -21,11 +21,10 @@ import numpy as np
 
 from .bounds import Roofs
 from .config import ModelConfig, load_model
-from .evaluate import compile_model
+from .evaluate import compile_model, compile_queries
 from .hardware import Hardware, load_hardware
 from .model import Options
 from .precision import Precision
-from .speculative import compile_queries
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)

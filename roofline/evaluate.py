@@ -13,9 +13,9 @@ import sympy as sp
 
 from .config import ModelConfig
 from .cost import BYTE_CATEGORIES
-from .model import DECODE, PREFILL, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
+from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
 from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
-from .symbols import B, S, b_a, b_kv, b_w
+from .symbols import B, S, T, b_a, b_kv, b_w
 
 ARGS = (B, S, b_w, b_a, b_kv)
 COMPONENTS = ("flops",) + BYTE_CATEGORIES
@@ -45,15 +45,41 @@ class CompiledPhase:
         return np.stack([np.stack([np.broadcast_to(v, shape) for v in op]) for op in parts])
 
 
+def _lambdify(placed: list[PlacedOp], args: tuple):
+    exprs = [sp.sympify(getattr(p.op.cost, component)) * p.count for p in placed for component in COMPONENTS]
+    return sp.lambdify(args, exprs, modules="numpy", cse=True)
+
+
 def _compile(placed: list[PlacedOp], phase: str) -> CompiledPhase:
-    exprs = []
-    for p in placed:
-        for component in COMPONENTS:
-            value = p.op.cost.flops if component == "flops" else getattr(p.op.cost, component)
-            exprs.append(sp.sympify(value) * p.count)
-    function = sp.lambdify(ARGS, exprs, modules="numpy", cse=True)
     return CompiledPhase(phase, tuple(p.name for p in placed), tuple(p.op.matmul for p in placed),
-                         tuple(p.count for p in placed), function)
+                         tuple(p.count for p in placed), _lambdify(placed, ARGS))
+
+
+@dataclass(frozen=True)
+class QueriesModel:
+    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, T).
+
+    Decode (T = 1) and a prefill (T = S) are its cases; speculative verification (T = γ + 1) and
+    chunked prefill need the T in between.
+    """
+    function: object
+    names: tuple
+    matmul: tuple
+    counts: tuple
+    context_dependent: tuple  # per op: whether its cost depends on S (attention) or only on tokens
+
+    def phase(self, queries) -> CompiledPhase:
+        """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
+        return CompiledPhase(f"T={queries}", self.names, self.matmul, self.counts,
+                             lambda batch, context, *widths: self.function(batch, context, *widths, queries))
+
+
+@lru_cache(maxsize=32)
+def compile_queries(config: ModelConfig, options: Options = Options()) -> QueriesModel:
+    placed = phase_ops(config, options, QUERIES)
+    context = tuple(any(S in sp.sympify(getattr(p.op.cost, c)).free_symbols for c in COMPONENTS) for p in placed)
+    return QueriesModel(_lambdify(placed, ARGS + (T,)), tuple(p.name for p in placed),
+                        tuple(p.op.matmul for p in placed), tuple(p.count for p in placed), context)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, k
 
 PREFILL, DECODE = "prefill", "decode"
+QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
 ATTENTION_IMPLS = ("flash", "eager")
 MLA_FORMS = ("absorbed", "naive", "expanded")
 LOGITS = ("last", "all")
@@ -56,7 +57,7 @@ def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Opt
     window = attention_kind == WINDOW
     ops = [o.norm("attn_norm", D, cfg.layer_norm)]
     if cfg.is_mla:
-        form = options.mla_form if phase == DECODE or options.mla_form == "expanded" else "naive"
+        form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
         ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window)
     else:
         ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor)
@@ -103,11 +104,14 @@ def phase_substitution(phase: str) -> dict:
         return {T: S}
     if phase == DECODE:
         return {T: 1}
-    raise ValueError(f"phase: unknown phase {phase!r}; use '{PREFILL}' or '{DECODE}'")
+    if phase == QUERIES:
+        return {}
+    raise ValueError(f"phase: unknown phase {phase!r}; use '{PREFILL}', '{DECODE}' or '{QUERIES}'")
 
 
 def phase_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECODE) -> list[PlacedOp]:
-    """Ops of one step with the config's dimensions and the phase bound: free in B, S and byte widths."""
+    """Ops of one step with the config's dimensions and the phase bound: free in B, S and byte widths
+    (and T for QUERIES)."""
     values = {**dimensions(cfg), **phase_substitution(phase)}
     bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
     return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul), p.count, p.window)

@@ -10,18 +10,16 @@ compute-bound. Left out: the draft's KV-cache memory, rejection-sampling arithme
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import numpy as np
 import sympy as sp
 
 from .bounds import IDEAL, Calibration, Roofs, step_times
 from .config import ModelConfig, load_model
-from .evaluate import ARGS, COMPONENTS, CompiledPhase, compile_model
+from .evaluate import CompiledPhase, compile_model, compile_queries
 from .hardware import Hardware, load_hardware
-from .model import DECODE, Options, dimensions, symbolic_ops
+from .model import Options
 from .precision import Precision
-from .symbols import S, T
 
 alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
 MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)
@@ -45,33 +43,6 @@ def check(lookahead, acceptance) -> None:
         raise ValueError(f"gamma: the lookahead must be a whole number >= 1, got {lookahead!r}")
     if not 0 <= acceptance <= 1:
         raise ValueError(f"alpha: the acceptance rate must be in [0, 1], got {acceptance!r}")
-
-
-@dataclass(frozen=True)
-class QueriesModel:
-    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, T)."""
-    function: object
-    names: tuple
-    matmul: tuple
-    counts: tuple
-    context_dependent: tuple  # per op: whether its cost depends on S (attention) or only on tokens
-
-    def phase(self, queries) -> CompiledPhase:
-        """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
-        return CompiledPhase(f"T={queries}", self.names, self.matmul, self.counts,
-                             lambda batch, context, *widths: self.function(batch, context, *widths, queries))
-
-
-@lru_cache(maxsize=32)
-def compile_queries(config: ModelConfig, options: Options = Options()) -> QueriesModel:
-    """`evaluate._compile` with T left free as a last argument (decode T = 1 and prefill T = S are its cases)."""
-    placed = symbolic_ops(config, options, DECODE)
-    values = dimensions(config)
-    exprs = [sp.sympify(getattr(p.op.cost, c)).xreplace(values) * p.count for p in placed for c in COMPONENTS]
-    function = sp.lambdify(ARGS + (T,), exprs, modules="numpy", cse=True)
-    context = tuple(any(S in sp.sympify(getattr(p.op.cost, c)).free_symbols for c in COMPONENTS) for p in placed)
-    return QueriesModel(function, tuple(p.name for p in placed), tuple(p.op.matmul for p in placed),
-                        tuple(p.count for p in placed), context)
 
 
 def queries_phase(config: ModelConfig, options: Options, queries) -> CompiledPhase:
