@@ -1,6 +1,6 @@
 """`roofline report`: the study of one model on one or more devices, written to a directory.
 
-The I/O edge of `roofline.report`: parses arguments, reads calibration and measurement files,
+The I/O edge of `roofline.report` and `roofline.report_render`: parses arguments, reads calibration and measurement files,
 draws a progress bar on stderr, and writes report.md, report.html, results.csv, results.json and
 the plot PNGs. Two runs with the same inputs give the same files apart from the 'Generated' line.
 """
@@ -16,7 +16,8 @@ import pandas as pd
 from .bounds import Calibration
 from .calibration import CALIBRATION_DIR, calibration_from_dict, read_calibration_file
 from .hardware import DATA_DIR, Hardware, load_hardware
-from .report import DEFAULTS, MEASURED_DIMS, ValidationInput, build_study, html, markdown, results_frame, results_json
+from .report import DEFAULTS, MEASURED_DIMS, ValidationInput, build_study
+from .report_render import html, markdown, results_frame, results_json
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"

@@ -9,7 +9,9 @@ import pytest
 
 from roofline import analyze, bundled_models, load_model
 from roofline.cli import main
-from roofline.report import build_study, format_cell, html, markdown, results_frame, results_json
+from roofline.report import ACCEPTANCE, build_study, draft_model
+from roofline.report_render import format_cell, html, markdown, results_frame, results_json
+from roofline.speculative import speculate
 
 LECTURE = {"model": "llama-2-13b", "hardware": "h100-sxm", "batch": [1, 64, 256], "prompt": 1024, "gen": 128}
 
@@ -99,7 +101,6 @@ def test_tables_equal_the_librarys_numbers(study):
     decode = table_with(text, "TPOT (lecture napkin)")
     memory = table_with(text, "memory (lecture napkin)")
     for i, row in metrics.iterrows():
-        napkin_memory = row["weight_bytes"] + row["kv_bytes_per_token"] * row["batch"] * row["prompt_len"]
         expected = [
             (prefill, "FLOPs", "prefill_flops", row["prefill_flops"]), (prefill, "TTFT", "ttft_s", row["ttft_s"]),
             (decode, "TPOT (roofline)", "tpot_s", row["tpot_s"]),
@@ -108,7 +109,8 @@ def test_tables_equal_the_librarys_numbers(study):
             (decode, "bytes moved", "decode_bytes", row["decode_bytes"]),
             (decode, "FLOP/byte", "decode_intensity", row["decode_intensity"]),
             (memory, "memory (roofline)", "memory_bytes", row["memory_bytes"]),
-            (memory, "memory (lecture napkin)", "napkin_memory_bytes", napkin_memory),
+            (memory, "memory (lecture napkin)", "napkin_memory_bytes", row["napkin_memory_bytes"]),
+            (memory, "KV at S=P (lecture)", "napkin_kv_bytes", row["napkin_kv_bytes"]),
             (memory, "max batch", "max_batch", row["max_batch"]), (memory, "fits", "fits", row["fits"]),
         ]
         for table, header, column, value in expected:
@@ -122,6 +124,8 @@ def test_tables_equal_the_librarys_numbers(study):
 def test_results_csv_and_json_hold_the_librarys_numbers(default_report):
     metrics = analyze(**LECTURE).metrics
     csv = pd.read_csv(default_report / "results.csv")
+    header = (default_report / "results.csv").read_text().splitlines()[0].split(",")
+    assert len(header) == len(set(header))  # the library's napkin columns are not added a second time
     assert list(csv["batch"]) == [1, 64, 256]
     for column in ("tpot_s", "ttft_s", "e2e_s", "memory_bytes", "napkin_tpot_s", "decode_flops"):
         assert csv[column].tolist() == pytest.approx(metrics[column].tolist(), rel=1e-12)
@@ -180,7 +184,13 @@ def test_every_bundled_model_reports_on_two_hardware_entries():
         for device in study.devices:
             expected = analyze(model, device.hardware, batch=[1, 32]).metrics
             assert device.decode["tpot_s"].tolist() == expected["tpot_s"].tolist(), model
-            assert device.whatifs["scenario"].iloc[0] == "baseline"
+            whatifs = device.whatifs.set_index("scenario")
+            assert whatifs.index[0] == "baseline"
+            for name, row in whatifs.filter(like="tensor parallelism", axis=0).iterrows():
+                assert (row["tpot_s B=1"] > 0) != row["note"].startswith("not applicable"), (model, name)
+            speculation = whatifs.loc["speculative decoding"]
+            assert speculation["tpot_s B=32"] <= expected["tpot_s"].iloc[1] * (1 + 1e-12), model  # γ = 0 is a choice
+            assert ("MTP-style" in speculation["change"]) == (draft_model(load_model(model)) is None), model
         parser = ImageAndLinkCollector()
         parser.feed(html(study))
         assert parser.images == [], model  # no plots asked for
@@ -197,11 +207,49 @@ def test_what_ifs_compute_what_the_library_has_and_say_so_for_the_rest(study):
     assert whatifs.loc["int4 weights", "tpot_s B=1"] < whatifs.loc["int8 weights", "tpot_s B=1"] < whatifs.loc[
         "baseline", "tpot_s B=1"]
     assert whatifs.loc["fp8 KV", "kv_bytes_per_token"] == 819_200 / 2
-    for name in ("speculative decoding", "tensor parallelism"):
-        assert math.isnan(whatifs.loc[name, "tpot_s B=1"]) and "not yet available" in whatifs.loc[name, "note"]
     assert "not applicable" in whatifs.loc["MLA", "note"]
     mla = build_study("deepseek-v2-lite", "h100-sxm", batch=[1], plots=False).devices[0].whatifs.set_index("scenario")
     assert "already uses MLA" in mla.loc["MLA", "note"] and "not applicable" in mla.loc["GQA", "note"]
+
+
+def test_tensor_parallel_what_if_is_the_librarys_per_gpu_numbers(study):
+    tp4 = analyze(**LECTURE, tp=4).metrics
+    whatifs = study.devices[0].whatifs.set_index("scenario")
+    row = whatifs.loc["tensor parallelism, tp=4"]
+    assert row["tpot_s B=64"] == tp4["tpot_s"].iloc[1] and row["tokens_per_s B=256"] == tp4["tokens_per_s"].iloc[-1]
+    assert row["per_gpu_memory_bytes B=256"] == tp4["per_gpu_memory_bytes"].iloc[-1]
+    assert row["per_gpu_memory_bytes B=256"] < whatifs.loc["baseline", "per_gpu_memory_bytes B=256"] / 3  # sharded
+    assert row["comm_s B=256"] == tp4["comm_s"].iloc[-1] > 0 and row["gpus"] == 4
+    assert "latency 10.0 µs assumed" in row["note"]  # the h100-sxm entry gives no link latency
+    table = table_with(markdown(study), "all-reduce per step, B=256").set_index("scenario")
+    shown = table.loc["tensor parallelism, tp=4"]
+    assert shown["TPOT (roofline), B=64"] == format_cell("tpot_s", tp4["tpot_s"].iloc[1])
+    assert shown["memory per GPU, B=256"] == format_cell("per_gpu_memory_bytes", tp4["per_gpu_memory_bytes"].iloc[-1])
+    assert shown["all-reduce per step, B=256"] == format_cell("comm_s", tp4["comm_s"].iloc[-1])
+    qwen = build_study("qwen2.5-7b", "h100-sxm", batch=[1], plots=False).devices[0].whatifs.set_index("scenario")
+    assert "does not divide the 28 query heads" in qwen.loc["tensor parallelism, tp=8", "note"]
+
+
+def test_speculative_what_if_is_the_librarys_speculation_at_the_best_lookahead(study):
+    draft = load_model("tinyllama-1.1b-chat-v1.0")
+    probe = speculate(study.config, "h100-sxm", draft, 1, ACCEPTANCE, batch=64, prompt=1024)
+    best = speculate(study.config, "h100-sxm", draft, probe.best_gamma, ACCEPTANCE, batch=64, prompt=1024)
+    whatifs = study.devices[0].whatifs.set_index("scenario")
+    row = whatifs.loc["speculative decoding"]
+    assert probe.best_gamma >= 1 and row["tpot_s B=64"] == best.tpot_s < whatifs.loc["baseline", "tpot_s B=64"]
+    assert f"B=64 γ={probe.best_gamma}" in row["note"] and "α = 0.8" in row["change"] and draft.name in row["change"]
+    assert math.isnan(row["per_gpu_memory_bytes B=256"])  # the draft's memory is not counted: no number
+    shown = table_with(markdown(study), "all-reduce per step, B=256").set_index("scenario").loc["speculative decoding"]
+    assert shown["TPOT (roofline), B=64"] == format_cell("tpot_s", best.tpot_s)
+
+
+@pytest.mark.parametrize("target, draft", [
+    ("llama-3.1-70b", "llama-3.1-8b"), ("llama-2-13b", "tinyllama-1.1b-chat-v1.0"), ("qwen2.5-72b", "qwen2.5-7b"),
+    ("mistral-7b-v0.1", None), ("gemma-2-9b", None), ("tinyllama-1.1b-chat-v1.0", None),
+])
+def test_the_draft_is_the_smallest_bundled_model_of_the_same_family_and_vocabulary(target, draft):
+    found = draft_model(load_model(target))  # mistral shares llama-2's vocabulary size but not its family
+    assert (found.name if found else None) == draft
 
 
 def test_crossovers_agree_with_the_sweeps_they_come_from(study):

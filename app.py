@@ -1,0 +1,776 @@
+"""The what-if dashboard: every lever of `roofline` in the sidebar, the numbers, the formulas and why.
+
+Run `streamlit run app.py`. A thin view: sidebar helpers return plain values, the view makes one
+`analyze` call and each page shows library outputs (`Analysis.op_table`, `sweep`, `derivations`,
+`crossovers`, `speculative`, the validation fit) through `roofline.plots` figures and tables; units
+convert in `roofline.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
+figures keyed by their inputs (rendering, not arithmetic, dominates a rerun). Bad input (an upload,
+an impossible combination) is an `st.error` with the reason and the fix; the other views keep working.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import sympy as sp
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
+                      bundled_hardware, bundled_models, derivations, load_model, plots, sweep)
+from roofline.bounds import IDEAL
+from roofline.config import FAMILIES, GLOBAL, WINDOW
+from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS
+from roofline.precision import BITS
+
+
+def optional(module: str):
+    """A module that may not be in this build yet (written alongside the app): None when absent."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        if err.name != module:
+            raise
+        return None
+
+
+speculative = optional("roofline.speculative")
+parallel = optional("roofline.parallel")
+calibrations = optional("roofline.calibration")
+crossovers = optional("roofline.crossovers")
+validation_fit = optional("validation.fit")
+validation_records = optional("validation.records")
+PARALLEL = parallel is not None and "tp" in inspect.signature(analyze).parameters  # analyze(..., tp, replicas)
+
+DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
+DEFAULT_BATCH, DEFAULT_PROMPT, DEFAULT_GEN = 1, 1024, 128
+DTYPES = tuple(BITS)
+CURVE_BATCHES = 2 ** np.arange(0, 13)  # latency-throughput: 1 .. 4096, plus the batch shown and the memory wall
+REGIME_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 25)))
+REGIME_CONTEXTS = np.unique(np.round(np.geomspace(128, 131072, 21)))
+MEASUREMENTS_DIR = Path(__file__).resolve().parent / "data" / "measurements"
+FIGURE_DPI = 115
+AXES_BOX = (0.11, 0.12, 0.86, 0.8)  # left, bottom, width, height of a plots figure's axes, in figure fractions
+CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the target's step"
+OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
+OFF = "off (ideal bound)"
+SERVING_LATER = "coming with the serving what-ifs"
+FIX_CONFIG = "**Fix:** change the sidebar setting the message names, or set it back to its default."
+
+
+# ---- loaders and symbolic work: cached ----
+
+@st.cache_resource(show_spinner=False)
+def bundled_model(name: str) -> ModelConfig:
+    return load_model(name)
+
+
+@st.cache_resource(show_spinner=False)
+def uploaded_model(content: bytes, filename: str) -> ModelConfig:
+    """A Hugging Face config.json from the uploader; ValueError says what is wrong with it."""
+    try:
+        raw = json.loads(content.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{filename}: not a JSON file ({err})") from None
+    try:
+        return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
+    except (TypeError, KeyError, AttributeError) as err:  # a field of an unexpected type
+        raise ValueError(f"{filename}: a field has an unexpected type ({type(err).__name__}: {err})") from None
+
+
+@st.cache_resource(show_spinner=False)
+def committed_calibration(name: str, stamp: tuple) -> Calibration:
+    """A calibration by name; `stamp` (the files' names and times) drops the cache when they change."""
+    return calibrations.load_calibration(name)
+
+
+@st.cache_resource(show_spinner=False)
+def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) -> dict:
+    """The lecture's formulas and their limits, and this configuration's crossovers (sympy, once per input)."""
+    out = {"matmul": derivations.matmul_intensity(), "mlp": derivations.mlp_intensity(),
+           "attention": derivations.attention_limits(), "napkin": derivations.lecture_napkin(config, hardware),
+           "kv_context": derivations.kv_equals_weights_context(config, precision)}
+    try:
+        out["ridge"] = derivations.accelerator_intensity(hardware, precision.weight_matmul_dtype)
+        out["critical"] = derivations.critical_batch(hardware, precision)
+    except ValueError as err:  # no sourced peak for this dtype
+        out["no_peak"] = str(err)
+    return out
+
+
+@st.cache_resource(show_spinner=False)
+def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
+                    options: Options) -> list:
+    """(title, crossover or the reason there is none) for each of `roofline.crossovers`' quantities."""
+    quantities = (
+        ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
+        ("Context where one sequence's KV read equals the weights",
+         lambda: crossovers.kv_equals_weights_context(config, precision)),
+        ("Memory wall: the largest batch that fits",
+         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options)),
+        ("Batch reaching 90% of the decode throughput asymptote",
+         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options)),
+        ("Batch beyond which doubling it gains < 10% tokens/s",
+         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options)),
+    )
+    rows = []
+    for title, solve in quantities:
+        try:
+            rows.append((title, solve()))
+        except ValueError as err:
+            rows.append((title, str(err)))
+    return rows
+
+
+@st.cache_data(max_entries=8, show_spinner="Fitting the roofline to the measurements…")
+def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
+    """`validation.fit` on one measurements file: points with in-sample and held-out predictions."""
+    result = validation_fit.fit(validation_records.load_frame([path]), Path(path).stem)
+    return result.points, result.summary, dataclasses.asdict(result.calibration)
+
+
+# ---- figures: `roofline.plots`, rendered once per input ----
+
+def png(fig: Figure) -> bytes:
+    """PNG bytes drawn once, fast: fixed margins (constrained layout draws the figure twice) and no minor
+    ticks on log axes spanning over a decade (their tick artists are half the drawing time); 4x faster."""
+    fig.set_layout_engine("none")
+    for ax in fig.axes:
+        ax.set_position(AXES_BOX)
+        for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() == "log" and high > 10 * low:
+                axis.set_minor_locator(NullLocator())
+    return plots.png_bytes(fig, dpi=FIGURE_DPI)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def figure_png(kind: str, *args, **kwargs) -> bytes:
+    """A `roofline.plots` figure as PNG bytes, cached by its inputs."""
+    return png(getattr(plots, kind)(*args, **kwargs))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def regime_png(frame: pd.DataFrame, marks: tuple, title: str, critical: float, kv_context: float) -> bytes:
+    """The regime map with the analytic boundaries on it: the critical batch and KV bytes = weight bytes."""
+    fig = plots.regime_map(frame, marks=marks, title=title)
+    ax = fig.axes[0]
+    ax.autoscale(False)
+    if math.isfinite(critical):
+        ax.axvline(critical, color="black", ls="--", lw=1.3)
+        ax.annotate(f"critical batch {critical:.0f}", (critical, ax.get_ylim()[0]), xytext=(3, 4),
+                    textcoords="offset points", fontsize=8)
+    if math.isfinite(kv_context):
+        # KV read per step grows as B·S (global attention): it equals the weights along B·S = S at B = 1.
+        batches = np.geomspace(*ax.get_xlim(), 64)
+        ax.plot(batches, kv_context / batches, color="black", ls=":", lw=1.6)
+        ax.annotate(f"KV = weights: B·S = {kv_context:,.0f}", (batches[8], kv_context / batches[8]),
+                    xytext=(4, 4), textcoords="offset points", fontsize=8)
+    return png(fig)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def waterfall_png(steps: pd.Series, start: tuple, end: tuple, title: str) -> bytes:
+    """TPOT of A, each term's change, TPOT of B: floating bars (a view of library numbers, in ms)."""
+    fig = Figure(figsize=(8, 4.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0.08, 0.25, 0.9, 0.67))
+    labels = [start[0], *steps.index, end[0]]
+    level = start[1]
+    ax.bar(0, start[1] * 1e3, color="#7f7f7f")
+    for i, change in enumerate(steps.to_numpy(), start=1):
+        ax.bar(i, change * 1e3, bottom=level * 1e3, color="#d62728" if change > 0 else "#2ca02c")
+        level += change
+    ax.bar(len(labels) - 1, end[1] * 1e3, color="#7f7f7f")
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    ax.set(ylabel="TPOT (ms)", title=title)
+    ax.grid(True, axis="y", alpha=0.3)
+    return plots.png_bytes(fig, dpi=FIGURE_DPI)
+
+
+# ---- sidebar: each helper returns plain values ----
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the sidebar chose: the inputs of the one `analyze` call."""
+    model: ModelConfig
+    hardware: Hardware | None  # None: the custom numbers are not a valid device
+    precision: Precision
+    options: Options
+    calibration: Calibration
+    batch: int
+    prompt: int
+    gen: int
+    overrides: dict
+    parallel: dict  # tp and replicas, for `analyze` (empty where the library has no parallelism)
+    speculation: dict | None
+
+
+def divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def sidebar_model() -> ModelConfig:
+    """The bundled model picked, or an uploaded config.json (a bad upload: the error, and the bundled model)."""
+    models = bundled_models()
+    name = st.sidebar.selectbox("Model", models, index=models.index(DEFAULT_MODEL), key="model")
+    upload = st.sidebar.file_uploader("…or a Hugging Face config.json", type=["json"], key="upload",
+                                      help="Replaces the bundled model while it is uploaded.")
+    if upload is None:
+        return bundled_model(name)
+    try:
+        return uploaded_model(upload.getvalue(), upload.name)
+    except ValueError as err:
+        st.error(f"**The uploaded config cannot be used.** {err}\n\n**Fix:** upload a Hugging Face `config.json` "
+                 f"(the one next to the weights) whose `model_type` is one of {', '.join(FAMILIES)}, or remove the "
+                 f"upload. Showing the bundled **{name}** meanwhile.")
+        return bundled_model(name)
+
+
+def sidebar_hardware() -> Hardware | None:
+    table = bundled_hardware()
+    ids = [*table, CUSTOM]
+    choice = st.sidebar.selectbox("Hardware", ids, index=ids.index(DEFAULT_HARDWARE), key="hardware",
+                                  format_func=lambda i: table[i].name if i in table else i)
+    if choice != CUSTOM:
+        return table[choice]
+    like = table[DEFAULT_HARDWARE]  # the starting numbers are a datasheet's, in the units people quote
+    memory = st.sidebar.number_input("memory (GB)", 1.0, 10000.0, like.memory_bytes / 1e9, key="hw_memory_gb")
+    bandwidth = st.sidebar.number_input("memory bandwidth (TB/s)", 0.01, 100.0, like.memory_bandwidth / 1e12,
+                                        key="hw_bandwidth_tbs")
+    bf16 = st.sidebar.number_input("bf16 dense peak (TFLOP/s)", 0.0, 100000.0, like.peak_flops["bf16"] / 1e12,
+                                   key="hw_bf16_tflops", help="0: unknown")
+    fp8 = st.sidebar.number_input("fp8 dense peak (TFLOP/s)", 0.0, 100000.0, 0.0, key="hw_fp8_tflops",
+                                  help="0: no fp8 units (fp8 matmuls run at the bf16 rate)")
+    peaks = {dtype: value * 1e12 for dtype, value in (("bf16", bf16), ("fp8", fp8)) if value > 0}
+    try:
+        return Hardware(id="custom", name="custom device", memory_bytes=memory * 1e9,
+                        memory_bandwidth=bandwidth * 1e12, peak_flops=peaks)
+    except ValueError as err:
+        st.error(f"**The custom hardware is not valid.** {err}\n\n**Fix:** enter positive numbers.")
+        return None
+
+
+def sidebar_precision() -> Precision:
+    columns = st.sidebar.columns(3)
+    chosen = [column.selectbox(label, DTYPES, index=DTYPES.index("bf16"), key=key)
+              for column, label, key in zip(columns, ("weights", "activations", "KV cache"), ("weights", "activations", "kv"))]
+    return Precision(weights=chosen[0], activations=chosen[1], kv=chosen[2])
+
+
+def sidebar_workload() -> tuple[int, int, int]:
+    columns = st.sidebar.columns(3)
+    batch = columns[0].number_input("batch", 1, 1 << 20, DEFAULT_BATCH, key="batch")
+    prompt = columns[1].number_input("prompt", 1, 1 << 22, DEFAULT_PROMPT, step=256, key="prompt")
+    gen = columns[2].number_input("generate", 1, 1 << 20, DEFAULT_GEN, step=64, key="gen")
+    return int(batch), int(prompt), int(gen)
+
+
+def sidebar_overrides(config: ModelConfig) -> dict:
+    """Architecture what-ifs as `ModelConfig.with_overrides` fields (empty: the model as published)."""
+    overrides = {}
+    at = f"/{config.name}"  # model-specific widgets start from that model's own values
+    with st.sidebar.expander("Attention and MoE what-ifs", expanded=True):
+        if config.is_mla:
+            st.caption(f"{config.name} uses MLA: the cache holds the latent (rank C), so KV heads do not apply.")
+            rank = st.number_input("MLA latent rank C (kv_lora_rank)", 1, 16384, config.kv_lora_rank, step=64,
+                                   key="kv_lora_rank" + at)
+            if rank != config.kv_lora_rank:
+                overrides["kv_lora_rank"] = int(rank)
+        else:
+            n = config.n_heads
+            heads = st.selectbox("KV heads K", divisors(n), index=divisors(n).index(config.n_kv_heads), key="kv_heads" + at,
+                                 format_func=lambda k: f"{k} ({'MHA' if k == n else 'MQA' if k == 1 else f'GQA-{k}'})")
+            if heads != config.n_kv_heads:
+                overrides["n_kv_heads"] = heads
+            st.caption("MLA on/off: turning a non-MLA model into MLA is not modelled by the library; "
+                       "the latent-rank control appears for MLA models (DeepSeek).")
+        overrides.update(window_overrides(config, at))
+        if config.is_mla:
+            st.caption("Cross-layer KV sharing (CLA) applies to MHA/GQA caches, not to MLA's latent.")
+        else:
+            cla = st.selectbox("CLA factor (layers sharing one KV cache)", divisors(config.n_layers),
+                               index=divisors(config.n_layers).index(config.cla_factor), key="cla" + at)
+            if cla != config.cla_factor:
+                overrides["cla_factor"] = cla
+        if config.n_experts:
+            top_k = st.slider("MoE top-k (experts per token)", 1, config.n_experts, config.top_k, key="top_k" + at)
+            if top_k != config.top_k:
+                overrides["top_k"] = top_k
+    return overrides
+
+
+def window_overrides(config: ModelConfig, at: str) -> dict:
+    windowed = WINDOW in config.layer_attention
+    pattern = f"{config.layer_attention.count(WINDOW)} of {config.n_layers} layers windowed" if windowed else "all global"
+    modes = (OWN, ALL_WINDOWED, NO_WINDOW) if windowed else (OWN, ALL_WINDOWED)
+    mode = st.radio(f"Sliding window (model: {pattern})", modes, key="window_mode" + at)
+    if mode == NO_WINDOW:
+        return {"window": 0, "layer_attention": (GLOBAL,) * config.n_layers}
+    if mode == OWN and not windowed:
+        return {}
+    size = st.number_input("window W (tokens)", 1, 1 << 22, config.window or 4096, step=512, key="window" + at)
+    if mode == ALL_WINDOWED:
+        return {"window": int(size), "layer_attention": (WINDOW,) * config.n_layers}
+    return {"window": int(size)} if size != config.window else {}
+
+
+def sidebar_parallel() -> dict:
+    """Tensor-parallel degree and replicas, as `analyze` takes them (empty without `roofline.parallel`)."""
+    st.sidebar.subheader("Serving")
+    if not PARALLEL:
+        st.sidebar.caption(f"Tensor parallelism and replicas: {SERVING_LATER}.")
+        return {}
+    columns = st.sidebar.columns(2)
+    tp = columns[0].selectbox("tensor parallel", (1, 2, 4, 8, 16, 32, 64), key="tp",
+                              help="GPUs sharing each layer (Megatron); the library says when heads do not split")
+    replicas = columns[1].number_input("replicas", 1, 4096, 1, key="replicas", help="model copies: throughput x M")
+    return {"tp": tp, "replicas": int(replicas)}
+
+
+def sidebar_speculation() -> dict | None:
+    """Speculative decoding's draft, γ and α (None: off, or not in the library)."""
+    if speculative is None:
+        st.sidebar.caption(f"Speculative decoding: {SERVING_LATER}.")
+        return None
+    if not st.sidebar.toggle("Speculative decoding", key="speculate"):
+        return None
+    draft = st.sidebar.selectbox("draft", [FRACTION, *bundled_models()], key="draft",
+                                 help="a draft model, or MTP/Medusa-style heads costing a fraction of a target step")
+    if draft == FRACTION:
+        draft = st.sidebar.slider("draft step / target step", 0.01, 1.0, 0.1, key="draft_fraction")
+    gamma = st.sidebar.slider("γ: drafted tokens per target pass", 1, 16, 4, key="gamma")
+    alpha = st.sidebar.slider("α: acceptance rate per drafted token", 0.0, 1.0, 0.8, step=0.05, key="alpha")
+    return {"draft": draft, "gamma": gamma, "alpha": alpha}
+
+
+def sidebar_calibration(hardware: Hardware | None) -> Calibration:
+    """Calibration on (a committed fit, or 'default') or off (the ideal bound)."""
+    if calibrations is None:
+        st.sidebar.caption("Calibration: not in this build (ideal bound).")
+        return IDEAL
+    files = sorted(calibrations.CALIBRATION_DIR.glob("*.yaml"))
+    choice = st.sidebar.selectbox("Calibration", [OFF, "default", *(p.stem for p in files)], key="calibration")
+    if choice == OFF:
+        return IDEAL
+    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in files)
+    try:
+        fitted = committed_calibration(choice, stamp)
+    except ValueError as err:
+        st.sidebar.error(f"{err}\n\n**Fix:** pick another calibration or turn it off.")
+        return IDEAL
+    if choice != "default":
+        target = calibrations.read_calibration_file(calibrations.CALIBRATION_DIR / f"{choice}.yaml").get("hardware")
+        if hardware is not None and target not in (None, hardware.id):
+            st.sidebar.warning(f"{choice} was fitted on `{target}`, not `{hardware.id}`: its efficiencies are applied "
+                               "to this device's datasheet roofs as they are.")
+    return fitted
+
+
+def sidebar_options(config: ModelConfig) -> Options:
+    with st.sidebar.expander("Modelling options"):
+        attention = st.radio("attention kernel", ATTENTION_IMPLS, horizontal=True, key="attention",
+                             help="flash: scores stay on chip; eager: the score matrix goes through memory")
+        logits = st.radio("prefill logits", LOGITS, horizontal=True, key="logits",
+                          help="last token (serving engines) or every token (Hugging Face forward)")
+        form = "absorbed"
+        if config.is_mla:
+            form = st.radio("MLA decode form", MLA_FORMS, horizontal=True, key="mla_form")
+    return Options(attention=attention, mla_form=form, logits=logits)
+
+
+def sidebar() -> Setup:
+    st.sidebar.header("What if…")
+    config = sidebar_model()
+    hardware = sidebar_hardware()
+    precision = sidebar_precision()
+    batch, prompt, gen = sidebar_workload()
+    overrides = sidebar_overrides(config)
+    parallelism = sidebar_parallel()
+    speculation = sidebar_speculation()
+    cal = sidebar_calibration(hardware)
+    options = sidebar_options(config)
+    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation)
+
+
+# ---- the one library call, and the headline ----
+
+def run_analysis(setup: Setup) -> Analysis | None:
+    if setup.hardware is None:
+        return None
+    try:
+        return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
+                       precision=setup.precision, options=setup.options, calibration=setup.calibration,
+                       **setup.parallel, **setup.overrides)
+    except ValueError as err:
+        st.error(f"**This configuration cannot be analyzed.** {err}\n\n{FIX_CONFIG}")
+        return None
+
+
+def describe(analysis: Analysis) -> str:
+    cfg, p, m = analysis.config, analysis.precision, analysis.records()[0]
+    attention = f"MLA C={cfg.kv_lora_rank}" if cfg.is_mla else f"K={cfg.n_kv_heads}"
+    gpus = f" ({m['tp']}-way tensor parallel x {m['replicas']} replicas)" if m.get("gpus", 1) > 1 else ""
+    return f"{cfg.name} ({attention}) on {analysis.hardware.name}{gpus}, weights {p.weights}, KV {p.kv}"
+
+
+def what_ifs(overrides: dict) -> str:
+    shown = {k: v for k, v in overrides.items() if k != "layer_attention"}
+    if "layer_attention" in overrides:
+        shown["layers"] = "all windowed" if WINDOW in overrides["layer_attention"] else "all global"
+    return ", ".join(f"{k}={v}" for k, v in shown.items())
+
+
+def headline(analysis: Analysis) -> None:
+    m = analysis.records()[0]
+    capacity = analysis.hardware.memory_bytes
+    row = st.columns(4)
+    row[0].metric("TTFT", fmt_seconds(m["ttft_s"]), help=METRIC_DEFINITIONS["ttft_s"])
+    row[1].metric("TPOT", fmt_seconds(m["tpot_s"]), help=METRIC_DEFINITIONS["tpot_s"])
+    row[2].metric("tokens/s", fmt_rate(m["tokens_per_s"], "tokens/s"), help=METRIC_DEFINITIONS["tokens_per_s"])
+    row[3].metric("E2E", fmt_seconds(m["e2e_s"]), help=METRIC_DEFINITIONS["e2e_s"])
+    row = st.columns([1, 0.6, 0.6, 1.4])
+    row[0].metric("memory" + (" per GPU" if m.get("tp", 1) > 1 else ""), fmt_bytes(m["memory_bytes"]),
+                  delta=f"of {fmt_bytes(capacity)}", delta_color="off", delta_arrow="off",
+                  help=METRIC_DEFINITIONS["memory_bytes"])
+    row[1].metric("fits", "yes" if m["fits"] else "no", help="memory <= the device's capacity")
+    row[2].metric("max batch", str(m["max_batch"]), help=METRIC_DEFINITIONS["max_batch"])
+    row[3].metric("binding resource", str(m["decode_bound"]), help=METRIC_DEFINITIONS["decode_bound"])
+    if m.get("gpus", 1) > 1:
+        row = st.columns(4)
+        row[0].metric("GPUs", str(m["gpus"]), help="tensor-parallel degree x replicas; tokens/s counts every replica")
+        row[1].metric("all-reduce per decode step", fmt_seconds(m["comm_s"]),
+                      help="2 ring all-reduces per layer, on the critical path; included in TPOT")
+        row[2].metric("all-reduce in the prefill", fmt_seconds(m["prefill_comm_s"]), help="included in TTFT")
+        if m["link_latency_assumed"]:
+            row[3].caption("The interconnect latency is the library's assumption: the hardware file gives none.")
+    if not m["fits"]:
+        st.warning(f"Does not fit: {fmt_bytes(m['memory_bytes'])} needed, {fmt_bytes(capacity)} available "
+                   f"(max batch {m['max_batch']}). Lower the batch or context, quantize weights or KV, or pick a larger device.")
+    st.caption(f"{describe(analysis)}; B={m['batch']}, prompt {m['prompt_len']}, generate {m['gen_len']}; "
+               f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, "
+               f"KV {fmt_bytes(m['kv_bytes_per_token'])}/token; prefill {m['prefill_bound']}-bound; "
+               f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; calibration: {analysis.calibration.name}.")
+
+
+def speculation_view(analysis: Analysis, setup: Setup) -> None:
+    spec = setup.speculation
+    try:
+        result = speculative.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
+                                       batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
+                                       options=analysis.options, calibration=analysis.calibration)
+    except ValueError as err:
+        st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
+        return
+    one_gpu_note(setup, "Speculative decoding")
+    row = st.columns(4)
+    row[0].metric("TPOT with speculation", fmt_seconds(result.tpot_s),
+                  delta=f"{result.speedup:.2f}× vs {fmt_seconds(result.baseline_tpot_s)}", delta_color="off")
+    row[1].metric("tokens per target pass", f"{result.expected_tokens_per_iteration:.2f}",
+                  help="(1 − α^(γ+1)) / (1 − α): the accepted prefix plus the pass's own token")
+    row[2].metric("iteration", fmt_seconds(result.iteration_s),
+                  help=f"γ draft steps {fmt_seconds(result.draft_s)} + one verify pass {fmt_seconds(result.verify_s)}")
+    row[3].metric("best γ for this α and batch", str(result.best_gamma), delta=f"{result.best_speedup:.2f}×",
+                  delta_color="off")
+
+
+# ---- pages ----
+
+def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
+    """The analysis of the configuration shown, at other batch sizes."""
+    return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
+                   precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
+                   **setup.parallel)
+
+
+def one_gpu_note(setup: Setup, view: str) -> None:
+    if setup.parallel.get("tp", 1) > 1:
+        st.info(f"{view} is for one GPU without tensor parallelism: the library's {view.lower()} has no tp yet.")
+
+
+def page_roofline(analysis: Analysis, setup: Setup) -> None:
+    ops = analysis.op_table(setup.batch, setup.prompt)
+    title = f"{analysis.config.name} on {analysis.hardware.name}: B={setup.batch}, S={setup.prompt}"
+    st.image(figure_png("roofline_chart", analysis.hardware, ops, title))
+    st.caption("Each op of the prefill (circles) and of one decode step (triangles) at its attained FLOP/s: "
+               "on the slanted roof it waits on memory, on a flat roof on compute (one roof per dtype the device has). "
+               "Ops without FLOPs (norms, activations, the embedding gather) have no intensity and are left out.")
+
+
+def page_latency(analysis: Analysis, setup: Setup) -> None:
+    wall = int(analysis.metrics["max_batch"].iloc[0])
+    batches = sorted({*CURVE_BATCHES.tolist(), setup.batch, wall, wall + 1} - {0})
+    curve = same_setup(analysis, setup, batches).metrics
+    label = f"{analysis.config.name} on {analysis.hardware.name}"
+    st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,),
+                        title=f"TPOT vs tokens/s over batch, S={setup.prompt}+{setup.gen} (dashed: does not fit)"))
+    st.caption(f"The memory wall: B = {wall} is the largest batch whose weights, KV cache and workspace fit "
+               f"({fmt_bytes(analysis.hardware.memory_bytes)}).")
+    st.dataframe(pd.DataFrame({
+        "batch": curve["batch"], "TPOT": curve["tpot_s"].map(fmt_seconds),
+        "tokens/s": curve["tokens_per_s"].map(lambda v: fmt_rate(v, "tokens/s")),
+        "memory": curve["memory_bytes"].map(fmt_bytes), "fits": curve["fits"].map({True: "yes", False: "no"}),
+        "decode bound": curve["decode_bound"].astype(str)}), hide_index=True)
+
+
+def page_memory(analysis: Analysis, setup: Setup) -> None:
+    wall = int(analysis.metrics["max_batch"].iloc[0])
+    metrics = same_setup(analysis, setup, sorted({1, setup.batch, wall} - {0})).metrics
+    capacity = {analysis.hardware.name: analysis.hardware.memory_bytes}
+    st.image(figure_png("memory_breakdown", metrics, capacity,
+                        title=f"{analysis.config.name}: memory at S={setup.prompt}+{setup.gen} tokens (B = 1, yours, the wall)"))
+    st.dataframe(pd.DataFrame({
+        "batch": metrics["batch"], "weights": metrics["weight_bytes"].map(fmt_bytes),
+        "KV cache": metrics["kv_bytes"].map(fmt_bytes), "activations": metrics["workspace_bytes"].map(fmt_bytes),
+        "total": metrics["memory_bytes"].map(fmt_bytes), "fits": metrics["fits"].map({True: "yes", False: "no"})}),
+        hide_index=True)
+    st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. KV cache: "
+               f"{fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
+
+
+def op_frame(ops: pd.DataFrame) -> pd.DataFrame:
+    """The per-op table as shown: library numbers in library units."""
+    return pd.DataFrame({
+        "phase": ops["phase"], "op": ops["op"], "layers": ops["count"], "FLOPs": ops["flops"].map(fmt_flops),
+        "weights": ops["weights"].map(fmt_bytes), "act read": ops["act_read"].map(fmt_bytes),
+        "act write": ops["act_write"].map(fmt_bytes), "KV read": ops["kv_read"].map(fmt_bytes),
+        "KV write": ops["kv_write"].map(fmt_bytes), "bytes": ops["bytes"].map(fmt_bytes),
+        "FLOP/byte": ops["intensity"].map(fmt_count), "compute": ops["compute_s"].map(fmt_seconds),
+        "memory": ops["memory_s"].map(fmt_seconds), "time": ops["time_s"].map(fmt_seconds), "bound": ops["bound"]})
+
+
+def page_ops(analysis: Analysis, setup: Setup) -> None:
+    phase = st.radio("phase", ("decode", "prefill", "both"), horizontal=True, key="op_phase")
+    ops = analysis.op_table(setup.batch, setup.prompt)
+    if phase != "both":
+        ops = ops[ops["phase"] == phase]
+    st.dataframe(op_frame(ops), hide_index=True, height=min(38 + 35 * len(ops), 800))
+    sharded = setup.parallel.get("tp", 1) > 1
+    shard = " One GPU's shard under tensor parallelism; the all-reduces are not ops here." if sharded else ""
+    st.caption(f"B={setup.batch}, prefill of S={setup.prompt} tokens, decode against {setup.prompt + 1} keys. "
+               f"Each row counts all the layers it runs in (`layers`); time = max(compute, memory) per op.{shard}")
+
+
+def page_regime(analysis: Analysis, setup: Setup) -> None:
+    one_gpu_note(setup, "The regime map (sweep)")
+    p = analysis.precision
+    frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
+                  weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
+                  calibration=analysis.calibration, prefill=False)
+    lines = derivation(analysis.config, analysis.hardware, p)
+    critical = lines["critical"][1] if "critical" in lines else math.nan
+    windowed = WINDOW in analysis.config.layer_attention
+    kv_context = math.nan if windowed else lines["kv_context"][1]
+    title = f"{analysis.config.name} on {analysis.hardware.name}: what binds a decode step"
+    st.image(regime_png(frame, ((setup.batch, setup.prompt),), title, critical, kv_context))
+    st.caption("Colour: what most of a decode step's time waits on, or out of memory (weights + KV at context + "
+               f"{setup.gen} generated tokens). Dashed: the critical batch where weight matmuls turn compute-bound; "
+               "dotted: where the KV cache read equals the weight read."
+               + (" (Not drawn for models with sliding-window layers: their KV read stops growing at W.)" if windowed else ""))
+
+
+def page_derivation(analysis: Analysis, setup: Setup) -> None:
+    d = derivation(analysis.config, analysis.hardware, analysis.precision)
+    m = analysis.records()[0]
+    st.markdown("**Matmul** X (B, D) @ W (D, F) in bf16: intensity tends to the batch.")
+    st.latex(rf"I = {sp.latex(d['matmul'][0])} \xrightarrow{{D,\,F\to\infty}} {sp.latex(d['matmul'][1])}")
+    st.markdown("**Gated MLP** over B sequences of T tokens: decode (T = 1) tends to **B**, prefill (T = S) to B·S.")
+    st.latex(rf"I_\text{{MLP}} = {sp.latex(d['mlp'][0])} \xrightarrow{{D,\,F\to\infty}} {sp.latex(d['mlp'][1])}")
+    st.markdown(f"This model's whole decode step at B = {setup.batch}: **{fmt_count(m['decode_intensity'])} FLOP/byte**; "
+                f"prefill: **{fmt_count(m['prefill_intensity'])} FLOP/byte**.")
+    a = d["attention"]
+    st.markdown("**Attention** (MHA, every query-key pair): no B anywhere, so batching does not help it.")
+    st.latex(rf"I_\text{{attn}} = {sp.latex(a['general'])},\quad \text{{prefill }}(T=S): {sp.latex(a['prefill'])},"
+             rf"\quad \text{{decode }}(T=1): {sp.latex(a['decode'])} \xrightarrow{{S\to\infty}} "
+             rf"{sp.latex(a['decode_long_context'])}")
+    if "no_peak" in d:
+        st.warning(f"No ridge or critical batch: {d['no_peak']}")
+    else:
+        expr, value = d["critical"]
+        st.markdown(f"**Ridge** of {analysis.hardware.name} ({analysis.precision.weight_matmul_dtype} matmuls) and the "
+                    "**critical batch** where decode weight matmuls (2B / b_w FLOP/byte) turn compute-bound:")
+        st.latex(rf"I_\text{{hw}} = \frac{{\text{{peak}}}}{{\text{{bandwidth}}}} = {d['ridge']:.0f},\qquad "
+                 rf"B^* = {sp.latex(expr)} = {value:.0f}")
+    expr, value = d["kv_context"]
+    st.markdown("**KV cache = weights**: the context at which one sequence's KV read per decode step equals the weight read.")
+    st.latex(rf"S = {sp.latex(expr)} = {value:,.0f}" if math.isfinite(value) else r"\text{never (windowed KV stays below)}")
+    napkin = d["napkin"]
+    st.markdown("**The lecture's napkin** (bf16, parameters without norms, KV at S, read once per step):")
+    st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
+    st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
+             rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
+    if crossovers is None:
+        return
+    st.markdown("**Crossovers** of this configuration (ideal roofs; `roofline.crossovers`):")
+    for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
+                                         setup.gen, analysis.options):
+        if isinstance(result, str):
+            st.markdown(f"- {title}: not defined here ({result})")
+            continue
+        shown = "not reached" if not math.isfinite(result.value) else f"{result.value:,.0f}"
+        st.markdown(f"- {title}: **{shown}**" + (f" ({result.note})" if result.note else ""))
+        st.latex(sp.latex(result.expression))
+
+
+def decode_terms(analysis: Analysis, batch: int, prompt: int) -> pd.Series:
+    """Seconds of one decode step per term (the op name without its layer group), the all-reduces
+    (tensor parallelism) and the calibration's fixed overheads: they add up to the TPOT."""
+    ops = analysis.op_table(batch, prompt)
+    decode = ops[ops["phase"] == "decode"]
+    terms = decode.groupby(decode["op"].str.replace(r"^layers\[[^\]]*\]\.", "", regex=True), sort=False)["time_s"].sum()
+    m = analysis.records()[0]
+    if m.get("comm_s", 0) > 0:
+        terms["all-reduce"] = m["comm_s"]
+    c = analysis.calibration
+    if c.step_overhead_s or c.layer_overhead_s:
+        terms["overhead"] = m["tpot_s"] - terms.sum()
+    return terms
+
+
+def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precision, dict]:
+    """Configuration B: A with the changes picked here (plain values from widgets)."""
+    columns = st.columns(5)
+    table = bundled_hardware()
+    model = columns[0].selectbox("B: model", [SAME, *bundled_models()], key="b_model")
+    hw = columns[1].selectbox("B: hardware", [SAME, *table], key="b_hardware",
+                              format_func=lambda i: table[i].name if i in table else i)
+    weights = columns[2].selectbox("B: weights", [SAME, *DTYPES], key="b_weights")
+    kv = columns[3].selectbox("B: KV cache", [SAME, *DTYPES], key="b_kv")
+    base = analysis.config if model == SAME else bundled_model(model)
+    overrides = {}
+    if base.is_mla:
+        columns[4].caption("B's model uses MLA: no KV heads to change.")
+    else:
+        heads = columns[4].selectbox("B: KV heads", [SAME, *divisors(base.n_heads)], key="b_kv_heads")
+        if heads != SAME:
+            overrides["n_kv_heads"] = heads
+    p = analysis.precision
+    precision = Precision(weights=p.weights if weights == SAME else weights, activations=p.activations,
+                          kv=p.kv if kv == SAME else kv)
+    return base, analysis.hardware if hw == SAME else table[hw], precision, overrides
+
+
+def compare_table(a: dict, b: dict) -> pd.DataFrame:
+    rows = [("TTFT", "ttft_s", fmt_seconds), ("TPOT", "tpot_s", fmt_seconds), ("E2E", "e2e_s", fmt_seconds),
+            ("tokens/s", "tokens_per_s", lambda v: fmt_rate(v, "tokens/s")), ("memory", "memory_bytes", fmt_bytes),
+            ("KV / token", "kv_bytes_per_token", fmt_bytes), ("max batch", "max_batch", str),
+            ("binding resource", "decode_bound", str)]
+    ratio = [f"{b[key] / a[key]:.3g}×" if isinstance(a[key], (int, float)) and a[key] else "" for _, key, _ in rows]
+    return pd.DataFrame({"": [r[0] for r in rows], "A": [f(a[k]) for _, k, f in rows],
+                         "B": [f(b[k]) for _, k, f in rows], "B / A": ratio})
+
+
+def page_compare(analysis: Analysis, setup: Setup) -> None:
+    st.markdown("**A** is the sidebar's configuration; **B** is A with the changes picked here (e.g. KV heads 8 for "
+                "MHA → GQA-8, KV cache int8, hardware H200), at the same workload, parallelism and calibration.")
+    base, hardware, precision, overrides = compare_controls(analysis)
+    if (base, hardware, precision, overrides) == (analysis.config, analysis.hardware, analysis.precision, {}):
+        st.info("B is still A: pick what B changes above.")
+        return
+    try:
+        other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
+                        options=setup.options, calibration=analysis.calibration, **setup.parallel, **overrides)
+    except ValueError as err:
+        st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
+        return
+    a, b = analysis.records()[0], other.records()[0]
+    st.markdown(f"**A:** {describe(analysis)}  \n**B:** {describe(other)}")
+    columns = st.columns(4)
+    for column, (label, key) in zip(columns, (("TPOT", "tpot_s"), ("TTFT", "ttft_s"), ("E2E", "e2e_s"))):
+        column.metric(f"B: {label}", fmt_seconds(b[key]), delta=fmt_seconds(b[key] - a[key]), delta_color="inverse")
+    columns[3].metric("B: memory", fmt_bytes(b["memory_bytes"]), delta=fmt_bytes(b["memory_bytes"] - a["memory_bytes"]),
+                      delta_color="inverse")
+    st.dataframe(compare_table(a, b), hide_index=True)
+    terms_a, terms_b = decode_terms(analysis, setup.batch, setup.prompt), decode_terms(other, setup.batch, setup.prompt)
+    change = terms_b.reindex(terms_a.index.union(terms_b.index, sort=False), fill_value=0.0) \
+        - terms_a.reindex(terms_a.index.union(terms_b.index, sort=False), fill_value=0.0)
+    change = change[change.abs() > 0].sort_values(key=np.abs, ascending=False)
+    st.image(waterfall_png(change, ("TPOT A", a["tpot_s"]), ("TPOT B", b["tpot_s"]),
+                           f"Decode step B = {setup.batch}, S = {setup.prompt}: where TPOT changes, term by term"))
+    st.dataframe(pd.DataFrame({"term": change.index, "A": terms_a.reindex(change.index, fill_value=0.0).map(fmt_seconds),
+                               "B": terms_b.reindex(change.index, fill_value=0.0).map(fmt_seconds),
+                               "B − A": change.map(fmt_seconds)}), hide_index=True)
+
+
+def page_validation(analysis: Analysis | None, setup: Setup) -> None:
+    files = sorted(MEASUREMENTS_DIR.glob("*.csv"))
+    if not files:
+        st.info("No measurements yet: run `roofline validate` (see validation/README.md); its CSVs in "
+                "data/measurements/ show up here.")
+        return
+    if validation_fit is None or validation_records is None:
+        st.info("The validation package is not installed: `pip install -e .` from the repository root.")
+        return
+    path = st.selectbox("measurements", files, format_func=lambda p: p.name, key="measurements")
+    try:
+        points, summary, fitted = validation_result(str(path), (path.stat().st_mtime_ns, path.stat().st_size))
+    except ValueError as err:
+        st.error(f"**{path.name} cannot be fitted.** {err}\n\n**Fix:** rerun `roofline validate` to complete the file.")
+        return
+    phases = [phase for phase in ("decode", "prefill") if phase in summary]
+    columns = st.columns(len(phases) + 1)
+    for column, phase in zip(columns, phases):
+        s = summary[phase]
+        column.metric(f"{phase}: held-out median |error|", f"{s['heldout_median_abs_err']:.1%}",
+                      help=f"leave-one-context-out over {s['n_heldout']} of {s['n_points']} points; "
+                           f"p90 {s['heldout_p90_abs_err']:.1%}, in-sample median {s['insample_median_abs_err']:.1%}")
+    columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}")
+    flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
+    st.caption(f"Fitted on {points['device_name'].iloc[0]}: bandwidth {fitted['bandwidth_efficiency']:.0%} and FLOP/s "
+               f"{flops} of the measured ceilings, overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
+               f"{fmt_seconds(fitted['layer_overhead_s'])} per layer. Predictions use the measured model and device, "
+               "not the sidebar's.")
+    shown = points.assign(measured_s=points["time_s"], label=points["phase"],
+                          predicted_s=points["heldout_predicted_s"].fillna(points["predicted_s"]))
+    st.image(figure_png("measured_vs_predicted", shown[["measured_s", "predicted_s", "label"]],
+                        title=f"{path.stem}: measured vs held-out prediction"))
+    phase = st.radio("fitted curve", phases, horizontal=True, key="val_phase")
+    contexts = sorted(points.loc[points["phase"] == phase, "context"].unique().tolist())
+    context = st.select_slider("context", contexts, value=contexts[0], key=f"val_context/{phase}")
+    rows = points[(points["phase"] == phase) & (points["context"] == context)].sort_values("batch")
+    st.line_chart(pd.DataFrame({"measured (ms)": rows["time_s"].to_numpy() * 1e3,
+                                "fitted (ms)": rows["predicted_s"].to_numpy() * 1e3,
+                                "held-out prediction (ms)": rows["heldout_predicted_s"].to_numpy() * 1e3,
+                                "ideal roofline (ms)": rows["predicted_ideal_s"].to_numpy() * 1e3},
+                               index=pd.Index(rows["batch"].to_numpy(), name="batch")))
+    st.dataframe(pd.DataFrame({
+        "phase": points["phase"], "batch": points["batch"], "context": points["context"],
+        "measured": points["time_s"].map(fmt_seconds), "fitted": points["predicted_s"].map(fmt_seconds),
+        "held-out": points["heldout_predicted_s"].map(fmt_seconds),
+        "held-out error": points["heldout_error"].map(lambda v: f"{v:+.1%}")}), hide_index=True)
+
+
+PAGES = {"Roofline": page_roofline, "Latency–throughput": page_latency, "Memory": page_memory,
+         "Per-op table": page_ops, "Regime map": page_regime, "Derivation": page_derivation, "Compare": page_compare,
+         "Validation": page_validation}
+NEEDS_NO_ANALYSIS = ("Validation",)
+
+
+def main() -> None:
+    st.set_page_config(page_title="roofline: what if…", layout="wide")
+    setup = sidebar()
+    st.title("roofline: what if…")
+    analysis = run_analysis(setup)
+    if analysis is not None:
+        if setup.overrides:
+            st.caption(f"What-if: {what_ifs(setup.overrides)}")
+        headline(analysis)
+        if setup.speculation:
+            speculation_view(analysis, setup)
+    page = st.radio("view", tuple(PAGES), horizontal=True, key="page", label_visibility="collapsed")
+    if analysis is None and page not in NEEDS_NO_ANALYSIS:
+        st.info("This view needs a configuration that can be analyzed: fix the error above (Validation still works).")
+        return
+    PAGES[page](analysis, setup)
+
+
+if __name__ == "__main__":  # streamlit runs the script as __main__; tests import its helpers
+    main()
