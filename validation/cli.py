@@ -65,7 +65,11 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_validate(args: argparse.Namespace) -> int:
     """Measure decode and prefill step times over a batch x context sweep on this machine."""
-    import torch  # the validate extra; the fit needs no torch
+    try:
+        import torch  # the validate extra; the fit needs no torch
+    except ModuleNotFoundError:
+        raise ValueError("validate: needs torch; install the extra: pip install -e '.[validate]' "
+                         "(torch==2.13.0)") from None
 
     from .ceilings import measure_ceilings
     from .sweep import SweepSpec, default_csv, run_sweep
