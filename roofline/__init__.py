@@ -1,7 +1,9 @@
 """roofline: analytic roofline and cost model for LLM inference, derived symbolically.
 
-Public API: `analyze`, `sweep`, the configs (`ModelConfig`, `Hardware`, `Precision`, `Options`,
-`Calibration`) and their loaders. The core imports neither torch nor streamlit.
+Public API: `analyze`, `sweep`, the serving what-ifs (`speculate`, `analyze_pipeline`,
+`analyze_expert_parallel`; tensor parallelism is `analyze(..., tp=)`), the configs (`ModelConfig`,
+`Hardware`, `Precision`, `Options`, `Calibration`) and their loaders. The core imports neither
+torch nor streamlit.
 """
 from .api import METRIC_DEFINITIONS, Analysis, analyze, sweep
 from .bounds import BOUNDS, Calibration
@@ -10,8 +12,11 @@ from .cost import Cost
 from .hardware import Hardware, bundled_hardware, load_hardware
 from .model import Options
 from .precision import Precision
+from .expert_parallel import analyze_expert_parallel
+from .pipeline import analyze_pipeline
+from .speculative import speculate
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "sweep", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "Calibration", "ModelConfig",
            "bundled_models", "load_model", "Cost", "Hardware", "bundled_hardware", "load_hardware", "Options",
-           "Precision", "__version__"]
+           "Precision", "speculate", "analyze_pipeline", "analyze_expert_parallel", "__version__"]

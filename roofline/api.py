@@ -24,7 +24,8 @@ METRIC_DEFINITIONS = {
     "e2e_s": "TTFT + gen_len - 1 decode steps at their growing contexts",
     "tokens_per_s": "batch / tpot_s",
     "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
-    "decode_bound": "what most of the decode step's roofline time waits on",
+    "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
+    "decode_bound_s": "seconds of the decode step spent waiting on its binding resource (before communication)",
     "napkin_memory_bytes": "the lecture's memory: weight bytes + KV bytes at prompt_len (no workspace)",
     "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
                     "the lecture's memory figure counts KV at prompt_len and no workspace",
@@ -121,22 +122,26 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
 
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
-          calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, **overrides) -> pd.DataFrame:
+          calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
+          **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
     Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
-    prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only.
+    prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only; tp and
+    replicas as in `analyze`.
     """
     config, hw, _, options = _resolve(model, hardware, None, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     contexts = _check_positive("context", np.atleast_1d(context))
     gens = _check_positive("gen", np.atleast_1d(gen))
-    compiled = compile_model(config, options)
+    compiled = compile_model(shard(config, tp), options)
     frames = []
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a))
         values = evaluate(compiled, hw, precision, columns_b, rows_s, depth_g, calibration, e2e, prefill)
+        if tp > 1 or replicas > 1:  # one GPU's sweep stays free of the parallel columns (and fast)
+            values = with_communication(values, config, hw, tp, replicas, rows_s, depth_g, precision.activation_bytes)
         frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
         frames.append(frame)

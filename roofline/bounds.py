@@ -15,7 +15,8 @@ from .hardware import Hardware
 from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
-BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth")
+BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth", "communication")
+COMMUNICATION = BOUNDS.index("communication")  # set by roofline.parallel when all-reduces wait longest
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class StepTimes:
     roofline_s: np.ndarray  # step total, each op max(compute, memory), plus overhead
     no_overlap_s: np.ndarray  # step total, each op compute + memory, plus overhead
     bound: np.ndarray  # index into BOUNDS
+    bound_s: np.ndarray  # seconds of the step spent waiting on that resource
 
 
 def total(arrays) -> np.ndarray:
@@ -109,4 +111,4 @@ def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepT
         wait = total(wait)
         bound[np.broadcast_to(wait > longest, bound.shape)] = index
         longest = np.maximum(longest, wait)
-    return StepTimes(compute, memory, roofline, total(no_overlap) + roofs.overhead_s, bound)
+    return StepTimes(compute, memory, roofline, total(no_overlap) + roofs.overhead_s, bound, longest)

@@ -1,7 +1,8 @@
-"""`roofline speculate`, `roofline crossovers`, `roofline simulate`: serving what-ifs, as text or JSON.
+"""`roofline speculate | crossovers | simulate | parallel`: serving what-ifs, as text or JSON.
 
 The JSON is a contract: one object, SI base units, plain numbers (never NaN: a value that is not
-finite becomes null); a crossover's symbolic expression rides next to it as `<key>_expression`.
+finite becomes null); a crossover's symbolic expression rides next to it as `<key>_expression`;
+the one list, simulate's `batch_trace`, holds [seconds, sequences] pairs.
 Bad input raises ValueError naming the flag; the dispatcher turns it into exit code 2.
 """
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import json
 import math
 
+import numpy as np
 import sympy as sp
 
 from .config import load_model
@@ -45,6 +47,8 @@ def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b") -> Non
 
 
 def _plain(value):
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     if hasattr(value, "item"):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -146,6 +150,16 @@ def add_simulate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", metavar="s", default="0", help="random seed (default %(default)s)")
 
 
+TRACE_POINTS = 200
+
+
+def batch_trace(times, batches, points: int = TRACE_POINTS) -> list[list]:
+    """[[t_s, batch], ...]: the iterations cut into at most `points` consecutive runs, each given by its
+    end time and its largest batch (a thinned trace that still shows the peak concurrency)."""
+    runs = np.array_split(np.arange(len(times)), min(points, len(times)))
+    return [[float(times[run[-1]]), int(np.max(np.asarray(batches)[run]))] for run in runs]
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
     from .batching import POLICIES, poisson_workload, simulate
@@ -162,7 +176,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                       _number("--max-batch", args.max_batch, int, low=1), block, chunk, _precision(args))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": float(args.rate),
-              "requests": len(work.arrivals), "block_size": block, "chunk": chunk, **summary}
+              "requests": len(work.arrivals), "block_size": block, "chunk": chunk, **summary,
+              "batch_trace": batch_trace(result.trace_s, result.trace_batch)}
     lines = [f"{args.model} on {args.hardware}: {args.policy} batching, {record['requests']} requests at {args.rate}/s",
              f"throughput       {summary['throughput_tokens_per_s']:.1f} tokens/s, max concurrency "
              f"{summary['max_concurrency']}" + (f", padding {summary['padded_fraction']:.1%}" if args.policy == "static" else "")]
@@ -172,5 +187,50 @@ def run_simulate(args: argparse.Namespace) -> int:
     return _emit(args, record, lines)
 
 
+# --- parallel ----------------------------------------------------------------------------------
+
+def add_parallel(parser: argparse.ArgumentParser) -> None:
+    _common(parser, "llama-2-70b")
+    parser.add_argument("--gen", metavar="G", default="128", help="generated tokens, for KV memory (default %(default)s)")
+    parser.add_argument("--batch", metavar="B", default="8", help="sequences decoded together (default %(default)s)")
+    parser.add_argument("--tp", metavar="t", default="1", help="tensor-parallel degree (default %(default)s)")
+    parser.add_argument("--pp", metavar="p", default="1", help="pipeline stages (default %(default)s)")
+    parser.add_argument("--ep", metavar="e", default="1", help="expert-parallel GPUs, MoE only, alone (default 1)")
+    parser.add_argument("--microbatches", metavar="m", default="1", help="micro-batches in flight (default 1)")
+
+
+PARALLEL_KEYS = ("gpus", "per_gpu_memory_bytes", "fits", "tpot_s", "tokens_per_s", "bubble_fraction", "comm_s",
+                 "link_latency_assumed")
+PIPELINE_KEYS = ("transfer_s", "pass_s", "pass_bubble_fraction")
+EXPERT_KEYS = ("experts_per_gpu", "experts_touched_per_gpu", "expert_weight_bytes_per_gpu", "alltoall_bytes")
+
+
+def run_parallel(args: argparse.Namespace) -> int:
+    """Decode on tp x pp GPUs with micro-batches, or with experts over ep GPUs: memory, TPOT, bubbles."""
+    from .expert_parallel import analyze_expert_parallel
+    from .pipeline import analyze_pipeline
+    degrees = {flag: _number(f"--{flag}", getattr(args, flag), int, low=1) for flag in ("tp", "pp", "ep", "microbatches")}
+    batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
+    gen, precision = _number("--gen", args.gen, int, low=1), _precision(args)
+    config, hw = load_model(args.model), load_hardware(args.hardware)
+    if degrees["ep"] > 1:
+        if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
+            raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
+        result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision)
+        values = {**vars(result), "gpus": result.ep, "bubble_fraction": 0.0}
+    else:
+        result = analyze_pipeline(config, hw, degrees["pp"], degrees["microbatches"], batch, prompt, gen,
+                                  degrees["tp"], precision)
+        values = vars(result)
+    record = {"model": config.name, "hardware": hw.id, **degrees, "batch": batch, "prompt": prompt, "gen": gen,
+              **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}
+    shape = ", ".join(f"{flag} {n}" for flag, n in degrees.items())
+    lines = [f"{config.name} on {record['gpus']} x {hw.id} ({shape}), batch {batch}, context {prompt}",
+             f"per-GPU memory   {record['per_gpu_memory_bytes'] / 1e9:.2f} GB" + ("" if record["fits"] else " (does not fit)"),
+             f"TPOT             {record['tpot_s'] * 1e3:.3f} ms  (communication {record['comm_s'] * 1e3:.3f} ms)",
+             f"throughput       {record['tokens_per_s']:.1f} tokens/s, bubble {record['bubble_fraction']:.1%}"]
+    return _emit(args, record, lines)
+
+
 COMMANDS = [("speculate", add_speculate, run_speculate), ("crossovers", add_crossovers, run_crossovers),
-            ("simulate", add_simulate, run_simulate)]
+            ("simulate", add_simulate, run_simulate), ("parallel", add_parallel, run_parallel)]

@@ -58,6 +58,7 @@ def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, promp
         "fits": memory <= hw.memory_bytes, "max_batch": max_batch,
         "decode_flops": total(op[0] for op in decode), "decode_bytes": total(sum(op[1:]) for op in decode),
         "tpot_s": dec_t.roofline_s, "decode_no_overlap_s": dec_t.no_overlap_s, "decode_bound": dec_t.bound,
+        "decode_bound_s": dec_t.bound_s,
     }
     out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, widths[2])  # the lecture: KV at S = prompt
     out["napkin_memory_bytes"] = weight_bytes + out["napkin_kv_bytes"]

@@ -5,7 +5,9 @@ unused tail); paged allocation (vLLM, Kwon et al. SOSP 2023) hands out blocks of
 sequence grows, so a sequence wastes at most b − 1 slots and any free block fits anywhere (no
 external fragmentation). With prefix sharing the full blocks of a shared prefix are stored once,
 reference-counted; the partly filled last prefix block is copied on the first write of each branch.
-Left out: external fragmentation of variable-size contiguous allocators, eviction and swapping.
+A contiguous allocator placing variable-size reservations first-fit as requests come and go also
+fragments externally: free slots scattered in holes too small for the next request (`replay`).
+Left out: eviction and swapping, compaction, best-fit and buddy allocators.
 """
 from __future__ import annotations
 
@@ -46,6 +48,63 @@ def sequences_that_fit(capacity_tokens: int, lengths, block: int | None = None, 
     else:
         per = _blocks(lengths, block) * block
     return int(np.searchsorted(np.cumsum(per), capacity_tokens, side="right"))
+
+
+def _first_fit(holes: list[list[int]], size: int) -> int | None:
+    """Take `size` slots from the lowest-address hole that holds them; holes are [start, length], sorted."""
+    for hole in holes:
+        if hole[1] >= size:
+            start = hole[0]
+            hole[0], hole[1] = hole[0] + size, hole[1] - size
+            if not hole[1]:
+                holes.remove(hole)
+            return start
+    return None
+
+
+def _release(holes: list[list[int]], start: int, size: int) -> None:
+    """Return [start, start + size) and merge it with the holes it touches."""
+    holes.append([start, size])
+    holes.sort()
+    merged = [holes[0]]
+    for hole in holes[1:]:
+        if merged[-1][0] + merged[-1][1] == hole[0]:
+            merged[-1][1] += hole[1]
+        else:
+            merged.append(hole)
+    holes[:] = merged
+
+
+def replay(capacity: int, sizes, arrivals, departures, block: int | None = None) -> dict:
+    """Requests holding `sizes` slots from arrival to departure in a pool of `capacity` slots.
+
+    block None: each request takes one contiguous run, first fit; else ceil(size / block) blocks from
+    anywhere. A request that cannot be placed on arrival is turned away (no queue). At equal times
+    departures free their slots first. Returns admitted (per request), refused, and refused_with_room:
+    turned away although enough slots were free in total (external fragmentation; never when paged).
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if np.any(sizes < 1) or np.any(np.asarray(departures) <= np.asarray(arrivals)):
+        raise ValueError("replay: every request needs >= 1 slot and must depart after it arrives")
+    need = sizes if block is None else _blocks(sizes, block) * block
+    capacity = capacity if block is None else capacity // block * block  # a partial block holds nothing
+    events = sorted([(t, 0, i) for i, t in enumerate(departures)] + [(t, 1, i) for i, t in enumerate(arrivals)])
+    holes, free, placed = [[0, capacity]], capacity, {}
+    admitted, with_room = np.zeros(len(sizes), dtype=bool), 0
+    for _, arriving, i in events:
+        if not arriving:
+            if i in placed:
+                free += need[i]
+                if block is None:
+                    _release(holes, placed[i], int(need[i]))
+                del placed[i]
+            continue
+        start = (_first_fit(holes, int(need[i])) if block is None else 0) if need[i] <= free else None
+        if start is None:
+            with_room += int(free >= sizes[i])
+            continue
+        placed[i], free, admitted[i] = start, free - need[i], True
+    return {"admitted": admitted, "refused": int((~admitted).sum()), "refused_with_room": with_room}
 
 
 def shared_prefix_blocks(prefix: int, suffixes, block: int) -> dict[str, int]:

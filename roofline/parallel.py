@@ -6,8 +6,9 @@ and V/t vocabulary rows; norms, the residual stream and an MLA latent cache are 
 per-GPU work is then exactly the model with those dimensions, so the library's own evaluation
 prices it. Each layer adds two all-reduces of the B·T·D activations, priced as a ring:
 2(t−1)/t · bytes / link bandwidth + 2(t−1) · latency, on the critical path (not overlapped).
-Replicas M multiply throughput and leave latency as it is. Left out: pipeline and expert
-parallelism, sequence parallelism, uneven padding of F and V beyond ceil division.
+Replicas M multiply throughput and leave latency as it is. Pipeline and expert parallelism live in
+`pipeline` and `expert_parallel`. Left out: sequence parallelism, uneven padding of F and V beyond
+ceil division.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from .bounds import IDEAL, Calibration
+from .bounds import COMMUNICATION, IDEAL, Calibration
 from .config import ModelConfig, load_model
 from .crossovers import Crossover
 from .evaluate import compile_model
@@ -100,6 +101,8 @@ def with_communication(values: dict, config: ModelConfig, hw: Hardware, tp: int,
     out.update(tp=tp, replicas=replicas, gpus=tp * replicas, per_gpu_memory_bytes=out["memory_bytes"],
                comm_s=comm, link_latency_assumed=tp > 1 and hw.interconnect_latency is None)
     out["tpot_s"] = out["tpot_s"] + comm
+    # All-reduces are their own resource: they bind when they take longer than any other one waits.
+    out["decode_bound"] = np.where(comm > out["decode_bound_s"], COMMUNICATION, out["decode_bound"])
     out["tokens_per_s"] = replicas * batch / out["tpot_s"]
     if "ttft_s" in out:
         out["prefill_comm_s"] = prefill_comm

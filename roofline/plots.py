@@ -22,7 +22,7 @@ from .hardware import Hardware
 OUT_OF_MEMORY = "out-of-memory"
 REGIMES = BOUNDS + (OUT_OF_MEMORY,)
 REGIME_COLORS = {"compute": "#d62728", "weight-bandwidth": "#1f77b4", "kv-bandwidth": "#ff7f0e",
-                 "activation-bandwidth": "#2ca02c", OUT_OF_MEMORY: "#c7c7c7"}
+                 "activation-bandwidth": "#2ca02c", "communication": "#9467bd", OUT_OF_MEMORY: "#c7c7c7"}
 ROOF_DTYPES = ("int4", "int8", "fp8", "bf16", "fp16", "tf32", "fp32")  # drawn top to bottom
 PHASE_MARKERS = {"prefill": "o", "decode": "^"}
 MEMORY_PARTS = (("weight_bytes", "weights", "#1f77b4"), ("kv_bytes", "KV cache", "#ff7f0e"),

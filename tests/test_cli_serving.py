@@ -2,10 +2,12 @@
 import json
 import math
 
+import numpy as np
 import pytest
 
 from roofline import load_hardware, load_model
 from roofline.cli import main
+from roofline.cli_serving import batch_trace
 from roofline.crossovers import saturation_batch
 from roofline.speculative import speculate
 
@@ -14,8 +16,9 @@ def run_json(capsys, *args) -> dict:
     assert main([*args, "--json"]) == 0
     out = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     for key, value in out.items():
-        assert value is None or isinstance(value, (int, float, str, bool)), key
-        assert not isinstance(value, float) or math.isfinite(value), key
+        for item in (sum(value, []) if key == "batch_trace" else [value]):  # the one list: [t_s, batch] pairs
+            assert item is None or isinstance(item, (int, float, str, bool)), key
+            assert not isinstance(item, float) or math.isfinite(item), key
     return out
 
 
@@ -102,5 +105,54 @@ def test_simulate_matches_the_library(capsys):
     (["simulate", "--block-size", "0"], "--block-size"),
 ])
 def test_bad_simulation_flags_exit_2(capsys, args, flag):
+    assert main(args) == 2
+    assert flag in capsys.readouterr().err
+
+
+def test_batch_trace_keeps_each_runs_end_time_and_peak():
+    times, batches = [1.0, 2.0, 3.0, 4.0, 5.0], [1, 3, 2, 5, 4]
+    assert batch_trace(times, batches, points=2) == [[3.0, 3], [5.0, 5]]
+    assert batch_trace(times, batches) == [[t, b] for t, b in zip(times, batches)]  # short traces stay whole
+
+
+def test_simulate_json_carries_a_thinned_batch_trace_that_keeps_the_peak(capsys):
+    from roofline.batching import poisson_workload, simulate
+    out = run_json(capsys, "simulate", "--rate", "20", "--requests", "200", "--output-mean", "64", "--seed", "4")
+    result = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(200, 20.0, 512, 64, seed=4))
+    trace = np.array(out["batch_trace"])
+    assert len(result.trace_s) > 200 == len(trace)
+    assert np.all(np.diff(trace[:, 0]) > 0) and trace[-1, 0] == pytest.approx(result.trace_s[-1])
+    assert trace[:, 1].max() == out["max_concurrency"] == result.trace_batch.max()
+    small = run_json(capsys, "simulate", "--requests", "3", "--output-mean", "8", "--seed", "1")
+    result = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(3, 10.0, 512, 8, seed=1))
+    assert small["batch_trace"] == [[pytest.approx(t), int(b)] for t, b in zip(result.trace_s, result.trace_batch)]
+
+
+def test_parallel_json_is_the_pipeline_library_result(capsys):
+    from roofline.pipeline import analyze_pipeline
+    out = run_json(capsys, "parallel", "--model", "llama-2-70b", "--tp", "2", "--pp", "4", "--microbatches", "4",
+                   "--batch", "32", "--prompt", "2048", "--gen", "256")
+    want = analyze_pipeline("llama-2-70b", "h100-sxm", pp=4, microbatches=4, batch=32, prompt=2048, gen=256, tp=2)
+    for key in ("per_gpu_memory_bytes", "tpot_s", "tokens_per_s", "bubble_fraction", "comm_s", "pass_bubble_fraction"):
+        assert out[key] == pytest.approx(getattr(want, key)), key
+    assert out["gpus"] == 8 and out["experts_touched_per_gpu"] is None
+
+
+def test_parallel_json_spreads_experts_when_asked(capsys):
+    from roofline.expert_parallel import analyze_expert_parallel
+    out = run_json(capsys, "parallel", "--model", "mixtral-8x7b", "--ep", "4", "--batch", "16")
+    want = analyze_expert_parallel("mixtral-8x7b", "h100-sxm", ep=4, batch=16)
+    for key in ("per_gpu_memory_bytes", "tpot_s", "comm_s", "experts_touched_per_gpu", "alltoall_bytes"):
+        assert out[key] == pytest.approx(getattr(want, key)), key
+    assert out["gpus"] == 4 and out["bubble_fraction"] == 0 and out["transfer_s"] is None
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["parallel", "--pp", "0"], "--pp"),
+    (["parallel", "--microbatches", "3", "--batch", "8"], "microbatches"),
+    (["parallel", "--model", "mixtral-8x7b", "--ep", "2", "--tp", "2"], "--ep"),
+    (["parallel", "--ep", "2"], "MoE"),
+])
+def test_bad_parallel_flags_exit_2(capsys, args, flag):
     assert main(args) == 2
     assert flag in capsys.readouterr().err

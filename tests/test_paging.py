@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from roofline import Precision, load_hardware, load_model
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
-from roofline.paging import (contiguous_waste, paged_waste, sequences_that_fit, shared_prefix_blocks,
+from roofline.paging import (contiguous_waste, paged_waste, replay, sequences_that_fit, shared_prefix_blocks,
                              thought_tree)
 
 
@@ -97,6 +97,64 @@ def test_n_samples_of_one_long_prompt_store_the_prompt_once():
     assert counts["separate"] == 8 * (4096 + 256) // 16
     assert counts["shared"] == 4096 // 16 + 8 * 256 // 16
     assert counts["saved_fraction"] > 0.8
+
+
+def test_first_fit_leaves_holes_too_small_for_a_request_that_paging_places():
+    # slots 0-3 A (t 0-3), 4-5 B (t 1-10), 6-8 C (t 2-4), 9 free; after A and C leave the holes are
+    # 0-3 and 6-9: 8 slots free, none 5 long, so D (5 slots at t 5) is refused; E (2 at t 6) takes 0-1.
+    sizes, arrivals, departures = [4, 2, 3, 5, 2], [0, 1, 2, 5, 6], [3, 10, 4, 9, 9]
+    contiguous = replay(10, sizes, arrivals, departures)
+    assert list(contiguous["admitted"]) == [True, True, True, False, True]
+    assert contiguous["refused"] == contiguous["refused_with_room"] == 1
+    for block in (1, 2):  # blocks of 2: A, B, C take 2 + 1 + 2 of 5 blocks, D then 3 of the 4 freed
+        paged = replay(10, sizes, arrivals, departures, block)
+        assert list(paged["admitted"]) == [True] * 5 and paged["refused"] == 0
+    # Blocks of 4: 8 usable slots, A and B (rounded up to 4) fill them, so C is refused; after A leaves
+    # D (8) does not fit in 4 but E (4) does. Rounding wastes slots inside blocks, never free ones.
+    rounded = replay(10, sizes, arrivals, departures, block=4)
+    assert list(rounded["admitted"]) == [True, True, False, False, True]
+    assert rounded["refused"] == 2 and rounded["refused_with_room"] == 0
+
+
+def slot_array_first_fit(capacity, sizes, arrivals, departures):
+    """The pool as one owner per slot; a request takes the first run of free slots long enough."""
+    owner, admitted, with_room = [None] * capacity, [False] * len(sizes), 0
+    for _, arriving, i in sorted([(t, 0, i) for i, t in enumerate(departures)]
+                                 + [(t, 1, i) for i, t in enumerate(arrivals)]):
+        if not arriving:
+            owner = [None if o == i else o for o in owner]
+            continue
+        start = next((s for s in range(capacity - sizes[i] + 1) if all(o is None for o in owner[s:s + sizes[i]])), None)
+        if start is None:
+            with_room += owner.count(None) >= sizes[i]
+        else:
+            owner[start:start + sizes[i]], admitted[i] = [i] * sizes[i], True
+    return admitted, with_room
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 8), st.lists(st.tuples(st.integers(1, 12), st.integers(0, 30), st.integers(1, 15)),
+                                    min_size=1, max_size=25))
+def test_contiguous_replay_matches_a_slot_array_first_fit_and_paging_never_refuses_with_room(capacity, block,
+                                                                                           requests):
+    sizes = [s for s, _, _ in requests]
+    arrivals = [a for _, a, _ in requests]
+    departures = [a + d for _, a, d in requests]
+    admitted, with_room = slot_array_first_fit(capacity, sizes, arrivals, departures)
+    got = replay(capacity, sizes, arrivals, departures)
+    assert list(got["admitted"]) == admitted and got["refused_with_room"] == with_room
+    assert replay(capacity, sizes, arrivals, departures, block)["refused_with_room"] == 0
+
+
+def test_under_churn_contiguous_first_fit_turns_away_requests_that_paging_admits():
+    rng = np.random.default_rng(0)
+    n = 400
+    sizes, arrivals = rng.integers(64, 2048, n), np.cumsum(rng.exponential(1.0, n))
+    departures = arrivals + rng.exponential(20.0, n)
+    contiguous = replay(16_384, sizes, arrivals, departures)
+    paged = replay(16_384, sizes, arrivals, departures, block=16)
+    assert contiguous["refused_with_room"] > 0.1 * contiguous["refused"] > 0
+    assert paged["admitted"].sum() > contiguous["admitted"].sum()
 
 
 H100 = load_hardware("h100-sxm")
