@@ -20,9 +20,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 import sympy as sp
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import NullLocator
 
 from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
                       bundled_hardware, bundled_models, derivations, load_model, plots, sweep)
@@ -59,7 +56,6 @@ REGIME_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 25)))
 REGIME_CONTEXTS = np.unique(np.round(np.geomspace(128, 131072, 21)))
 MEASUREMENTS_DIR = Path(__file__).resolve().parent / "data" / "measurements"
 FIGURE_DPI = 115
-AXES_BOX = (0.11, 0.12, 0.86, 0.8)  # left, bottom, width, height of a plots figure's axes, in figure fractions
 CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the target's step"
 OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
 OFF = "off (ideal bound)"
@@ -140,60 +136,10 @@ def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict
 
 # ---- figures: `roofline.plots`, rendered once per input ----
 
-def png(fig: Figure) -> bytes:
-    """PNG bytes drawn once, fast: fixed margins (constrained layout draws the figure twice) and no minor
-    ticks on log axes spanning over a decade (their tick artists are half the drawing time); 4x faster."""
-    fig.set_layout_engine("none")
-    for ax in fig.axes:
-        ax.set_position(AXES_BOX)
-        for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
-            if axis.get_scale() == "log" and high > 10 * low:
-                axis.set_minor_locator(NullLocator())
-    return plots.png_bytes(fig, dpi=FIGURE_DPI)
-
-
 @st.cache_data(max_entries=64, show_spinner=False)
 def figure_png(kind: str, *args, **kwargs) -> bytes:
-    """A `roofline.plots` figure as PNG bytes, cached by its inputs."""
-    return png(getattr(plots, kind)(*args, **kwargs))
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def regime_png(frame: pd.DataFrame, marks: tuple, title: str, critical: float, kv_context: float) -> bytes:
-    """The regime map with the analytic boundaries on it: the critical batch and KV bytes = weight bytes."""
-    fig = plots.regime_map(frame, marks=marks, title=title)
-    ax = fig.axes[0]
-    ax.autoscale(False)
-    if math.isfinite(critical):
-        ax.axvline(critical, color="black", ls="--", lw=1.3)
-        ax.annotate(f"critical batch {critical:.0f}", (critical, ax.get_ylim()[0]), xytext=(3, 4),
-                    textcoords="offset points", fontsize=8)
-    if math.isfinite(kv_context):
-        # KV read per step grows as B·S (global attention): it equals the weights along B·S = S at B = 1.
-        batches = np.geomspace(*ax.get_xlim(), 64)
-        ax.plot(batches, kv_context / batches, color="black", ls=":", lw=1.6)
-        ax.annotate(f"KV = weights: B·S = {kv_context:,.0f}", (batches[8], kv_context / batches[8]),
-                    xytext=(4, 4), textcoords="offset points", fontsize=8)
-    return png(fig)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def waterfall_png(steps: pd.Series, start: tuple, end: tuple, title: str) -> bytes:
-    """TPOT of A, each term's change, TPOT of B: floating bars (a view of library numbers, in ms)."""
-    fig = Figure(figsize=(8, 4.2))
-    FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.08, 0.25, 0.9, 0.67))
-    labels = [start[0], *steps.index, end[0]]
-    level = start[1]
-    ax.bar(0, start[1] * 1e3, color="#7f7f7f")
-    for i, change in enumerate(steps.to_numpy(), start=1):
-        ax.bar(i, change * 1e3, bottom=level * 1e3, color="#d62728" if change > 0 else "#2ca02c")
-        level += change
-    ax.bar(len(labels) - 1, end[1] * 1e3, color="#7f7f7f")
-    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
-    ax.set(ylabel="TPOT (ms)", title=title)
-    ax.grid(True, axis="y", alpha=0.3)
-    return plots.png_bytes(fig, dpi=FIGURE_DPI)
+    """A `roofline.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
+    return plots.png_bytes(getattr(plots, kind)(*args, **kwargs), dpi=FIGURE_DPI, fast=True)
 
 
 # ---- sidebar: each helper returns plain values ----
@@ -566,11 +512,11 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
                   weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
                   calibration=analysis.calibration, prefill=False)
     lines = derivation(analysis.config, analysis.hardware, p)
-    critical = lines["critical"][1] if "critical" in lines else math.nan
     windowed = WINDOW in analysis.config.layer_attention
-    kv_context = math.nan if windowed else lines["kv_context"][1]
-    title = f"{analysis.config.name} on {analysis.hardware.name}: what binds a decode step"
-    st.image(regime_png(frame, ((setup.batch, setup.prompt),), title, critical, kv_context))
+    st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
+                        f"{analysis.config.name} on {analysis.hardware.name}: what binds a decode step",
+                        critical_batch=lines["critical"][1] if "critical" in lines else None,
+                        kv_equals_weights_context=None if windowed else lines["kv_context"][1]))
     st.caption("Colour: what most of a decode step's time waits on, or out of memory (weights + KV at context + "
                f"{setup.gen} generated tokens). Dashed: the critical batch where weight matmuls turn compute-bound; "
                "dotted: where the KV cache read equals the weight read."
@@ -618,21 +564,6 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
         shown = "not reached" if not math.isfinite(result.value) else f"{result.value:,.0f}"
         st.markdown(f"- {title}: **{shown}**" + (f" ({result.note})" if result.note else ""))
         st.latex(sp.latex(result.expression))
-
-
-def decode_terms(analysis: Analysis, batch: int, prompt: int) -> pd.Series:
-    """Seconds of one decode step per term (the op name without its layer group), the all-reduces
-    (tensor parallelism) and the calibration's fixed overheads: they add up to the TPOT."""
-    ops = analysis.op_table(batch, prompt)
-    decode = ops[ops["phase"] == "decode"]
-    terms = decode.groupby(decode["op"].str.replace(r"^layers\[[^\]]*\]\.", "", regex=True), sort=False)["time_s"].sum()
-    m = analysis.records()[0]
-    if m.get("comm_s", 0) > 0:
-        terms["all-reduce"] = m["comm_s"]
-    c = analysis.calibration
-    if c.step_overhead_s or c.layer_overhead_s:
-        terms["overhead"] = m["tpot_s"] - terms.sum()
-    return terms
 
 
 def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precision, dict]:
@@ -689,12 +620,10 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
     columns[3].metric("B: memory", fmt_bytes(b["memory_bytes"]), delta=fmt_bytes(b["memory_bytes"] - a["memory_bytes"]),
                       delta_color="inverse")
     st.dataframe(compare_table(a, b), hide_index=True)
-    terms_a, terms_b = decode_terms(analysis, setup.batch, setup.prompt), decode_terms(other, setup.batch, setup.prompt)
-    change = terms_b.reindex(terms_a.index.union(terms_b.index, sort=False), fill_value=0.0) \
-        - terms_a.reindex(terms_a.index.union(terms_b.index, sort=False), fill_value=0.0)
-    change = change[change.abs() > 0].sort_values(key=np.abs, ascending=False)
-    st.image(waterfall_png(change, ("TPOT A", a["tpot_s"]), ("TPOT B", b["tpot_s"]),
-                           f"Decode step B = {setup.batch}, S = {setup.prompt}: where TPOT changes, term by term"))
+    terms_a, terms_b = analysis.decode_terms(setup.batch, setup.prompt), other.decode_terms(setup.batch, setup.prompt)
+    change = plots.term_changes(terms_a, terms_b)
+    st.image(figure_png("tpot_waterfall", terms_a, terms_b,
+                        title=f"Decode step B = {setup.batch}, S = {setup.prompt}: where TPOT changes, term by term"))
     st.dataframe(pd.DataFrame({"term": change.index, "A": terms_a.reindex(change.index, fill_value=0.0).map(fmt_seconds),
                                "B": terms_b.reindex(change.index, fill_value=0.0).map(fmt_seconds),
                                "B − A": change.map(fmt_seconds)}), hide_index=True)
@@ -733,14 +662,11 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     st.image(figure_png("measured_vs_predicted", shown[["measured_s", "predicted_s", "label"]],
                         title=f"{path.stem}: measured vs held-out prediction"))
     phase = st.radio("fitted curve", phases, horizontal=True, key="val_phase")
-    contexts = sorted(points.loc[points["phase"] == phase, "context"].unique().tolist())
-    context = st.select_slider("context", contexts, value=contexts[0], key=f"val_context/{phase}")
-    rows = points[(points["phase"] == phase) & (points["context"] == context)].sort_values("batch")
-    st.line_chart(pd.DataFrame({"measured (ms)": rows["time_s"].to_numpy() * 1e3,
-                                "fitted (ms)": rows["predicted_s"].to_numpy() * 1e3,
-                                "held-out prediction (ms)": rows["heldout_predicted_s"].to_numpy() * 1e3,
-                                "ideal roofline (ms)": rows["predicted_ideal_s"].to_numpy() * 1e3},
-                               index=pd.Index(rows["batch"].to_numpy(), name="batch")))
+    rows = points[points["phase"] == phase]
+    st.image(figure_png("validation_curves", pd.DataFrame({
+        "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
+        "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]), "ideal_s": rows["predicted_ideal_s"]}),
+        title=f"{path.stem}, {phase}: measured vs held-out prediction over batch"))
     st.dataframe(pd.DataFrame({
         "phase": points["phase"], "batch": points["batch"], "context": points["context"],
         "measured": points["time_s"].map(fmt_seconds), "fitted": points["predicted_s"].map(fmt_seconds),

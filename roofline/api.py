@@ -84,6 +84,20 @@ class Analysis:
             frames.append(frame)
         return pd.concat(frames, ignore_index=True)
 
+    def decode_terms(self, batch: int, prompt: int) -> pd.Series:
+        """Seconds of one decode step per term (op name without its layer group), plus the all-reduces
+        and the calibration's fixed overheads: the terms add up to the TPOT."""
+        ops = self.op_table(batch, prompt)
+        decode = ops[ops["phase"] == "decode"]
+        term = decode["op"].str.replace(r"^layers\[[^\]]*\]\.", "", regex=True)
+        terms = decode.groupby(term, sort=False)["time_s"].sum()
+        row = self.metrics[self.metrics["batch"] == batch].iloc[0]
+        if row.get("comm_s", 0) > 0:
+            terms["all-reduce"] = row["comm_s"]
+        if self.calibration.step_overhead_s or self.calibration.layer_overhead_s:
+            terms["overhead"] = row["tpot_s"] - terms.sum()
+        return terms
+
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,

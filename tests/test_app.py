@@ -261,11 +261,10 @@ def test_compare_shows_b_as_the_library_computes_it():
 def test_the_waterfall_terms_add_up_to_the_tpot_of_each_side(calibrated):
     from roofline import Calibration
 
-    app = app_module()
     calibration = Calibration("test", 0.8, {"bf16": 0.6}, 2e-5, 1e-6) if calibrated else Calibration()
     for overrides in ({}, {"n_kv_heads": 8}):
         analysis = analyze(**DEFAULT, calibration=calibration, **overrides)
-        terms = app.decode_terms(analysis, 1, 1024)
+        terms = analysis.decode_terms(1, 1024)
         assert terms.sum() == pytest.approx(analysis.metrics["tpot_s"].iloc[0], rel=1e-12)
         assert {"qkv_proj", "attention", "o_proj", "mlp.gate_up", "mlp.down", "head.lm_head"} <= set(terms.index)
         assert ("overhead" in terms.index) == calibrated

@@ -8,6 +8,7 @@ from matplotlib.figure import Figure
 
 from roofline import analyze, load_hardware, sweep
 from roofline import plots
+from roofline.precision import Precision
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -92,3 +93,116 @@ def test_latency_throughput_says_so_when_no_batch_fits():
     fig = plots.latency_throughput({"H100": curve})
     labels = fig.axes[0].get_legend_handles_labels()[1]
     assert labels == ["H100: does not fit at any batch"]
+
+
+def test_tpot_waterfall_bars_step_from_tpot_a_to_tpot_b_through_each_terms_change():
+    a = analyze("llama-2-13b", "h100-sxm", batch=[1], prompt=1024)
+    b = analyze("llama-2-13b", "h200", batch=[1], prompt=1024, n_kv_heads=8, precision=Precision(kv="int8"))
+    terms_a, terms_b = a.decode_terms(1, 1024), b.decode_terms(1, 1024)
+    fig = plots.tpot_waterfall(terms_a, terms_b)
+    bars = fig.axes[0].patches
+    first, steps, last = bars[0], bars[1:-1], bars[-1]
+    assert first.get_height() == pytest.approx(a.metrics["tpot_s"].iloc[0] * 1e3, rel=1e-9)
+    assert last.get_height() == pytest.approx(b.metrics["tpot_s"].iloc[0] * 1e3, rel=1e-9)
+    assert sum(bar.get_height() for bar in steps) == pytest.approx(last.get_height() - first.get_height(), rel=1e-9)
+    for before, bar in zip([first, *steps], steps):  # each step floats on the level the previous one left
+        assert bar.get_y() == pytest.approx(before.get_y() + before.get_height() if before is not first
+                                            else first.get_height(), rel=1e-9)
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels[0] == "TPOT A" and labels[-1] == "TPOT B" and "attention" in labels
+    changes = plots.term_changes(terms_a, terms_b)
+    assert list(changes.abs()) == sorted(changes.abs(), reverse=True) and (changes != 0).all()
+
+
+def test_term_changes_count_a_term_missing_on_one_side_as_zero():
+    a = pd.Series({"mlp": 3.0, "attention": 1.0})
+    b = pd.Series({"mlp": 3.0, "attention": 0.5, "all-reduce": 0.2})
+    assert plots.term_changes(a, b).to_dict() == {"attention": -0.5, "all-reduce": 0.2}
+
+
+def test_regime_map_draws_the_critical_batch_and_the_kv_equals_weights_curve_where_given():
+    from roofline import crossovers, load_model
+    frame = sweep("llama-2-13b", "h100-sxm", batch=[1, 16, 256, 1024], context=[128, 4096, 65536], e2e=False)
+    critical = crossovers.critical_batch(load_hardware("h100-sxm")).value
+    kv_context = crossovers.kv_equals_weights_context(load_model("llama-2-13b")).value
+    assert len(plots.regime_map(frame).axes[0].lines) == 0
+    fig = plots.regime_map(frame, critical_batch=critical, kv_equals_weights_context=kv_context)
+    vertical, curve = fig.axes[0].lines
+    assert list(vertical.get_xdata()) == [critical, critical] and critical == pytest.approx(295, abs=1)
+    x, y = curve.get_xdata(), curve.get_ydata()
+    assert x * y == pytest.approx(np.full(len(x), kv_context))  # B·S = the context where KV = weights at B = 1
+    assert (x[0], x[-1]) == pytest.approx(fig.axes[0].get_xlim())  # spans the map
+    assert len(plots.regime_map(frame, critical_batch=float("nan"), kv_equals_weights_context=None).axes[0].lines) == 0
+
+
+def test_fast_png_is_laid_out_at_fixed_margins_without_constrained_layout_and_keeps_every_label_inside(lecture):
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+    curve = sweep("llama-2-13b", "h100-sxm", batch=[1, 4, 16, 64, 256], context=1024, e2e=False)
+    figures = [plots.roofline_chart(lecture.hardware, lecture.op_table(1, 1024)),
+               plots.latency_throughput({"H100": curve}), plots.memory_breakdown(lecture.metrics, {"H100": 80e9}),
+               plots.regime_map(curve)]
+    for fig in figures:
+        assert isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)  # the report's nicer layout
+        assert plots.png_bytes(fig, fast=True).startswith(PNG)
+        assert fig.get_layout_engine() is None  # not even a placeholder, which makes savefig draw twice
+        labels = [t.get_text() for t in fig.axes[0].get_yticklabels() + fig.axes[0].get_xticklabels()]
+        assert not any("$" in label for label in labels)  # no mathtext to parse on each new figure
+        assert list(fig.axes[0].get_position().bounds) == pytest.approx(plots.FAST_AXES_BOX)
+        drawn = fig.axes[0].get_tightbbox(fig.canvas.get_renderer())  # title, axis labels, tick labels, legend
+        assert fig.bbox.x0 <= drawn.x0 and drawn.x1 <= fig.bbox.x1 and fig.bbox.y0 <= drawn.y0 \
+            and drawn.y1 <= fig.bbox.y1, (fig.axes[0].get_title(), drawn, fig.bbox)
+    roof = figures[0].axes[0]
+    assert len(roof.xaxis.get_minorticklocs()) == 0 and len(roof.yaxis.get_minorticklocs()) == 0  # long log axes
+    assert "10¹⁵" in [t.get_text() for t in roof.get_yticklabels()]
+
+
+def test_latency_throughput_labels_only_minor_ticks_at_2_and_5_so_they_do_not_overlap():
+    curve = sweep("llama-2-13b", "h100-sxm", batch=[1, 2, 4, 8, 16, 32, 52, 64, 128], context=1024, e2e=False)
+    for fast in (False, True):
+        fig = plots.latency_throughput({"H100": curve})
+        plots.png_bytes(fig, fast=fast)
+        axis = fig.axes[0].xaxis
+        low, high = fig.axes[0].get_xlim()
+        shown = [t for t in axis.get_minor_ticks() if t.label1.get_text() and low <= t.get_loc() <= high]
+        mantissas = {round(t.get_loc() / 10 ** np.floor(np.log10(t.get_loc())), 6) for t in shown}
+        assert shown and mantissas <= {2.0, 5.0}, mantissas  # kept under the fast layout too
+        renderer = fig.canvas.get_renderer()
+        boxes = sorted((t.label1.get_window_extent(renderer) for t in [*shown, *axis.get_major_ticks()]
+                        if t.label1.get_text() and low <= t.get_loc() <= high), key=lambda b: b.x0)
+        assert all(left.x1 < right.x0 for left, right in zip(boxes, boxes[1:]))  # no two labels overlap
+
+
+def test_roofline_chart_marks_each_op_kind_differently_so_coinciding_decode_ops_stay_apart(lecture):
+    ops = lecture.op_table(1, 1024)
+    decode = ops[(ops["phase"] == "decode") & (ops["flops"] > 0)]
+    assert decode["intensity"].max() / decode["intensity"].min() < 1.01  # B = 1: all near intensity 1
+    fig = plots.roofline_chart(lecture.hardware, decode)
+    kinds = set(decode["op"].map(plots.op_kind))
+    assert kinds == set(plots.OP_KINDS)
+    collections = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    at_one = [c for c in collections if np.allclose(c.get_offsets()[:, 0], 1, rtol=0.01)]
+    assert len(at_one) == len(kinds)  # a collection per kind, not one dot
+    assert len({tuple(map(tuple, c.get_paths()[0].vertices.round(3))) for c in at_one}) == len(kinds)  # shapes
+    sizes = [c.get_sizes()[0] for c in sorted(at_one, key=lambda c: c.get_zorder())]
+    assert sizes == sorted(sizes, reverse=True)  # the largest underneath: nested, all visible
+    labels = fig.axes[0].get_legend_handles_labels()[1] + [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert set(plots.OP_KINDS) | {"decode"} <= set(labels)
+
+
+def test_validation_curves_draw_measured_and_predicted_per_context_through_the_median_of_repeats():
+    frame = pd.DataFrame({"batch": [1, 1, 1, 8, 1, 8], "context": [128, 128, 128, 128, 1024, 1024],
+                          "measured_s": [1e-3, 2e-3, 9e-3, 4e-3, 3e-3, 6e-3],
+                          "predicted_s": [1.5e-3, 1.5e-3, 1.5e-3, 5e-3, 2.5e-3, 7e-3]})
+    fig = plots.validation_curves(frame)
+    ax = fig.axes[0]
+    assert scatter_points(fig) == len(frame)  # every run a point
+    measured_128, predicted_128, measured_1024, predicted_1024 = ax.lines
+    assert list(measured_128.get_ydata()) == pytest.approx([2.0, 4.0])  # median of 1, 2, 9 ms at B = 1
+    assert list(predicted_1024.get_ydata()) == pytest.approx([2.5, 7.0])
+    assert measured_128.get_linestyle() == "-" and predicted_128.get_linestyle() == "--"
+    assert measured_128.get_color() != measured_1024.get_color()
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["S=128", "S=1024", "measured", "predicted"]
+    with_ideal = plots.validation_curves(frame.assign(ideal_s=frame["predicted_s"] / 2))
+    assert len(with_ideal.axes[0].lines) == 6 and "ideal roofline" in [t.get_text() for t in
+                                                                        with_ideal.axes[0].get_legend().get_texts()]
