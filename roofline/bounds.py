@@ -6,6 +6,7 @@ The binding resource of a step is what the largest share of its roofline time wa
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,7 @@ class Calibration:
     flops_efficiency: dict = field(default_factory=dict)  # dtype -> fraction; missing = 1
     step_overhead_s: float = 0.0  # per step (launch, scheduling)
     layer_overhead_s: float = 0.0  # per layer per step
+    corner: float = math.inf  # sharpness p of the roofline corner: an op takes (c^p + m^p)^(1/p)
 
     def __post_init__(self):
         values = {"bandwidth_efficiency": self.bandwidth_efficiency,
@@ -40,6 +42,9 @@ class Calibration:
         for name in ("step_overhead_s", "layer_overhead_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")
+        if not self.corner >= 1:  # p = 1: compute and memory never overlap; p = inf: the sharp roofline
+            raise ValueError(f"calibration {self.name!r}: corner must be >= 1 (inf for the sharp roofline), "
+                             f"got {self.corner!r}")
 
 
 IDEAL = Calibration()
@@ -51,6 +56,7 @@ class Roofs:
     weight_matmul_flops: float  # FLOP/s for matmuls against weights
     attention_matmul_flops: float  # FLOP/s for matmuls against the KV cache
     overhead_s: float  # fixed time per step
+    corner: float = math.inf  # p of the p-norm combining an op's compute and memory time
 
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0) -> Roofs:
@@ -58,7 +64,7 @@ class Roofs:
             return hw.peak(dtype) * calibration.flops_efficiency.get(dtype, 1.0)
         return cls(hw.memory_bandwidth * calibration.bandwidth_efficiency,
                    achieved(precision.weight_matmul_dtype), achieved(precision.attention_matmul_dtype),
-                   calibration.step_overhead_s + calibration.layer_overhead_s * n_layers)
+                   calibration.step_overhead_s + calibration.layer_overhead_s * n_layers, calibration.corner)
 
     def peaks(self, matmul_kinds: tuple) -> np.ndarray:
         table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops}
@@ -84,6 +90,14 @@ def total(arrays) -> np.ndarray:
     return result
 
 
+def soft_maximum(c, m, p: float):
+    """(c^p + m^p)^(1/p), scaled by the larger term so no power overflows: a rounded roofline corner
+    (measured kernels rarely overlap compute and memory perfectly where the two are close)."""
+    top = np.maximum(c, m)
+    safe = np.where(top > 0, top, 1.0)
+    return top * ((c / safe) ** p + (m / safe) ** p) ** (1 / p)
+
+
 def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepTimes:
     """counts: per op (flops, weights, act_read, act_write, kv_read, kv_write): CompiledPhase.parts,
     or the stacked array of CompiledPhase.__call__."""
@@ -96,7 +110,7 @@ def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepT
         moved = weights + act_read + act_write + kv_read + kv_write
         c = flops / peak
         m = moved / roofs.bandwidth
-        t = np.maximum(c, m)
+        t = np.maximum(c, m) if roofs.corner == math.inf else soft_maximum(c, m, roofs.corner)
         compute.append(c), memory.append(m), op_time.append(t), no_overlap.append(c + m)
         memory_bound = m > c
         per_byte = np.where(memory_bound, t / np.where(moved > 0, moved, 1.0), 0.0)

@@ -9,6 +9,7 @@ With no transferable fit committed, "default" is the ideal bound, and its name s
 """
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 
@@ -40,6 +41,7 @@ def calibration_from_dict(raw, where: str) -> Calibration:
         flops_efficiency={str(d): _number(flops, d, f"{where} flops_efficiency") for d in flops},
         step_overhead_s=_number(raw, "step_overhead_s", where, 0.0),
         layer_overhead_s=_number(raw, "layer_overhead_s", where, 0.0),
+        corner=_number(raw, "corner", where, math.inf),
     )
 
 

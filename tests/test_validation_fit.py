@@ -75,3 +75,15 @@ def test_the_calibration_file_states_fractions_of_the_named_datasheet():
     assert document["hardware"] == "sheet"
     assert document["bandwidth_efficiency"] == pytest.approx(0.45 * 60 / 30, rel=0.02)
     assert document["flops_efficiency"]["fp32"] == pytest.approx(0.8 * 200 / 400, rel=0.02)
+
+
+def test_a_soft_corner_spans_the_no_overlap_and_the_roofline_bounds():
+    import roofline
+    from roofline.bounds import Calibration
+    sharp = roofline.analyze("llama-2-7b", "h100-sxm", batch=[256], prompt=512).metrics.iloc[0]
+    summed = roofline.analyze("llama-2-7b", "h100-sxm", batch=[256], prompt=512,
+                              calibration=Calibration("no-overlap", corner=1.0)).metrics.iloc[0]
+    soft = roofline.analyze("llama-2-7b", "h100-sxm", batch=[256], prompt=512,
+                            calibration=Calibration("soft", corner=3.0)).metrics.iloc[0]
+    assert summed["tpot_s"] == pytest.approx(sharp["decode_no_overlap_s"])
+    assert sharp["tpot_s"] < soft["tpot_s"] < summed["tpot_s"]

@@ -1,12 +1,14 @@
 """Fit a device's physical parameters to its measurements, and score them on held-out points.
 
 Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, fixed overhead per step and
-per layer. Starting roofs are the measured ceilings (copy bandwidth, GEMM FLOP/s); the fit finds
-the Calibration (fractions of those roofs, plus overheads) that minimises the log-space error of
-the library's own roofline step time against the measured one (Levenberg-Marquardt, numpy only).
-With a single layer count in the data, per-step and per-layer overheads cannot be told apart:
-the overhead is then fitted once and reported per layer (launches and Python work scale with L).
-Held-out error: leave-one-context-out; each context is predicted by a fit that never saw it.
+per layer, and the sharpness p of the roofline corner (each op takes (c^p + m^p)^(1/p)). Starting
+roofs are the measured ceilings (copy bandwidth, GEMM FLOP/s); the fit finds the Calibration
+(fractions of those roofs, plus overheads and corner) that minimises the log-space error of the
+library's own step time against the measured one (Levenberg-Marquardt, numpy only, from a few
+starting points). With a single layer count in the data, per-step and per-layer overheads cannot
+be told apart: the overhead is then fitted once and reported per layer (launches and Python work
+scale with L). Held-out error: leave-one-context-out; each context is predicted by a fit that
+never saw it.
 """
 from __future__ import annotations
 
@@ -77,18 +79,23 @@ class Parameters:
 
     def __init__(self, dtypes: list[str], separate_overheads: bool):
         self.dtypes, self.separate = dtypes, separate_overheads
-        self.size = 1 + len(dtypes) + (2 if separate_overheads else 1)
+        self.n_overheads = 2 if separate_overheads else 1
+        self.size = 1 + len(dtypes) + self.n_overheads + 1  # the last: the corner's sharpness
 
-    def start(self) -> np.ndarray:
-        # efficiencies as logit(e / 1.5) starting at e = 0.75; overheads as log seconds from 10 us
-        return np.r_[np.zeros(1 + len(self.dtypes)), np.full(self.size - 1 - len(self.dtypes), np.log(1e-5))]
+    def starts(self) -> list[np.ndarray]:
+        """Several starting points: the least squares has local minima (a large fixed overhead can stand
+        in for a slow roof), so the fit keeps the best of a small grid over overhead and corner.
+        Efficiencies as logit(e / 1.5) from e = 0.75; overheads as log seconds; corner p = 1 + exp(x)."""
+        return [np.r_[np.zeros(1 + len(self.dtypes)), np.full(self.n_overheads, np.log(overhead)), np.log(p - 1)]
+                for overhead in (1e-6, 1e-4) for p in (1.5, 4.0, 30.0)]
 
     def calibration(self, x: np.ndarray, name: str, n_layers: int) -> Calibration:
         efficiency = MAX_EFFICIENCY / (1 + np.exp(-x[:1 + len(self.dtypes)]))
-        overheads = np.exp(np.clip(x[1 + len(self.dtypes):], -40, 5))
+        overheads = np.exp(np.clip(x[1 + len(self.dtypes):-1], -40, 5))
         step, layer = (overheads[0], overheads[1]) if self.separate else (0.0, overheads[0] / n_layers)
+        corner = 1 + float(np.exp(np.clip(x[-1], -20, 6)))
         return Calibration(name, float(efficiency[0]), {d: float(e) for d, e in zip(self.dtypes, efficiency[1:])},
-                           float(step), float(layer))
+                           float(step), float(layer), corner)
 
 
 def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.ndarray:
@@ -122,7 +129,9 @@ def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibratio
         predicted = np.log(np.concatenate([step_time(g, hardware, calibration) for g in groups]))
         return np.r_[predicted - measured, PRIOR_WEIGHT * x[:1 + len(dtypes)]]
 
-    return params.calibration(_levenberg_marquardt(residual, params.start()), name, n_layers)
+    fits = [_levenberg_marquardt(residual, start) for start in params.starts()]
+    best = min(fits, key=lambda x: float(residual(x) @ residual(x)))
+    return params.calibration(best, name, n_layers)
 
 
 def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
@@ -213,6 +222,7 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
         "flops_efficiency": {d: f / reference.peak(d) for d, f in achieved_flops.items()},
         "step_overhead_s": c.step_overhead_s,
         "layer_overhead_s": c.layer_overhead_s,
+        "corner": c.corner,
         "achieved": {"bandwidth_bytes_per_s": achieved_bw, "flops_per_s": achieved_flops},
         "measured_ceilings": {"copy_bandwidth_bytes_per_s": hw.memory_bandwidth,
                               "read_bandwidth_bytes_per_s": float(result.points["read_bandwidth"].median()),
