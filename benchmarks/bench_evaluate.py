@@ -15,6 +15,9 @@ import time
 import numpy as np
 
 import roofline
+from roofline import Precision, load_hardware, load_model
+from roofline.evaluate import compile_model
+from roofline.inference import evaluate
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -35,6 +38,7 @@ def main() -> None:
 
     batches, contexts = np.arange(1, 1001), np.arange(1, 1001) * 32
     grid = np.random.default_rng(0).random(1_000_000)
+    compiled, h100 = compile_model(load_model("llama-2-13b")), load_hardware("h100-sxm")
     results = {
         "decode_sweep_points": batches.size * contexts.size,
         "decode_sweep_s": median_seconds(lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches,
@@ -43,6 +47,8 @@ def main() -> None:
                                                                   context=contexts[:100]), args.repeats),
         "single_analysis_s": median_seconds(lambda: roofline.analyze("llama-2-13b", "h100-sxm", batch=[1]),
                                             args.repeats * 20),
+        "single_evaluation_s": median_seconds(lambda: evaluate(compiled, h100, Precision(), 1.0, 1024.0, 128.0),
+                                              args.repeats * 20),
         "numpy_fma_1e6_s": median_seconds(lambda: grid * 2.0 + 1.0, args.repeats * 4),
     }
     results["decode_points_per_s"] = results["decode_sweep_points"] / results["decode_sweep_s"]
@@ -54,7 +60,9 @@ def main() -> None:
           f"({results['decode_sweep_s'] * 1e3:.0f} ms for 1e6 points = "
           f"{results['decode_sweep_in_numpy_fmas']:.0f} numpy multiply-adds of 1e6)")
     print(f"full sweep (prefill, decode, E2E), 1e4 points: {results['full_sweep_10k_s'] * 1e3:.1f} ms")
-    print(f"single analysis (3 phases, 1 batch): {results['single_analysis_s'] * 1e3:.2f} ms")
+    print(f"single analysis (prefill, decode, E2E, memory of 1 batch, as a DataFrame): "
+          f"{results['single_analysis_s'] * 1e3:.2f} ms; its numbers alone (inference.evaluate): "
+          f"{results['single_evaluation_s'] * 1e3:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -98,31 +98,48 @@ def soft_maximum(c, m, p: float):
     return top * ((c / safe) ** p + (m / safe) ** p) ** (1 / p)
 
 
-def step_times(counts: list[tuple], phase: CompiledPhase, roofs: Roofs) -> StepTimes:
+def op_times(peak, flops, weights, act_read, act_write, kv_read, kv_write, roofs: Roofs) -> tuple:
+    """Elementwise, for one op's arrays or for every op stacked along a first axis: compute time,
+    memory time, the op's time, and the seconds it waits on each resource of BOUNDS[:4]."""
+    moved = weights + act_read + act_write + kv_read + kv_write
+    c = flops / peak
+    m = moved / roofs.bandwidth
+    t = np.maximum(c, m) if roofs.corner == math.inf else soft_maximum(c, m, roofs.corner)
+    memory_bound = m > c
+    per_byte = np.where(memory_bound, t / np.where(moved > 0, moved, 1.0), 0.0)
+    waits = (np.where(memory_bound, 0.0, t), per_byte * weights, per_byte * (kv_read + kv_write),
+             per_byte * (act_read + act_write))
+    return c, m, t, waits
+
+
+def step_times(counts, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
     """counts: per op (flops, weights, act_read, act_write, kv_read, kv_write): CompiledPhase.parts,
     or the stacked array of CompiledPhase.__call__."""
+    peaks = roofs.peaks(phase.matmul)
     if isinstance(counts, np.ndarray):
         counts = [tuple(op) for op in counts]
-    peaks = roofs.peaks(phase.matmul)
-    compute, memory, op_time, no_overlap = [], [], [], []
-    waits = [[], [], [], []]  # per BOUNDS entry: seconds each op's time waits on it
-    for peak, (flops, weights, act_read, act_write, kv_read, kv_write) in zip(peaks, counts):
-        moved = weights + act_read + act_write + kv_read + kv_write
-        c = flops / peak
-        m = moved / roofs.bandwidth
-        t = np.maximum(c, m) if roofs.corner == math.inf else soft_maximum(c, m, roofs.corner)
+    shape = np.broadcast_shapes(*(np.shape(v) for op in counts for v in op))
+    if math.prod(shape) == 1:  # one point: every op in one pass over (ops,) vectors
+        stacked = np.array([[float(np.ravel(v)[0]) for v in op] for op in counts]).T
+        c, m, t, waits = op_times(peaks, *stacked, roofs)
+        sums = [np.full(shape, x.sum()) for x in (t, c + m, *waits)]
+        return _step(list(np.reshape(c, (-1,) + shape)), list(np.reshape(m, (-1,) + shape)), sums, roofs)
+    compute, memory, op_time, no_overlap, waits = [], [], [], [], [[], [], [], []]
+    for peak, op in zip(peaks, counts):  # op by op: each op keeps its own (often smaller) shape
+        c, m, t, op_waits = op_times(peak, *op, roofs)
         compute.append(c), memory.append(m), op_time.append(t), no_overlap.append(c + m)
-        memory_bound = m > c
-        per_byte = np.where(memory_bound, t / np.where(moved > 0, moved, 1.0), 0.0)
-        waits[0].append(np.where(memory_bound, 0.0, t))
-        waits[1].append(per_byte * weights)
-        waits[2].append(per_byte * (kv_read + kv_write))
-        waits[3].append(per_byte * (act_read + act_write))
-    roofline = total(op_time) + roofs.overhead_s
+        for wait, column in zip(op_waits, waits):
+            column.append(wait)
+    return _step(compute, memory, [total(x) for x in (op_time, no_overlap, *waits)], roofs)
+
+
+def _step(compute: list, memory: list, sums: list, roofs: Roofs) -> StepTimes:
+    """sums: the step's op time, no-overlap time and the four waits, summed over ops."""
+    roofline, no_overlap, *waits = sums
+    roofline = roofline + roofs.overhead_s
     bound = np.zeros(np.shape(roofline), dtype=np.int8)
-    longest = total(waits[0])
+    longest = waits[0]
     for index, wait in enumerate(waits[1:], start=1):  # argmax without stacking four grids
-        wait = total(wait)
         bound[np.broadcast_to(wait > longest, bound.shape)] = index
         longest = np.maximum(longest, wait)
-    return StepTimes(compute, memory, roofline, total(no_overlap) + roofs.overhead_s, bound, longest)
+    return StepTimes(compute, memory, roofline, no_overlap + roofs.overhead_s, bound, longest)
