@@ -122,12 +122,7 @@ def _overrides(config, args) -> dict:
 
 
 def _calibration(value: str):
-    try:
-        from .calibration import load_calibration
-    except ModuleNotFoundError as err:
-        if err.name != f"{__package__}.calibration":
-            raise
-        raise ValueError("calibration: not available in this build") from None
+    from .calibration import load_calibration
     return load_calibration(value)
 
 

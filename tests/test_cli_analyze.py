@@ -1,5 +1,4 @@
 """`roofline analyze`: the JSON contract, the lecture's napkin figures through the CLI, and bad input."""
-import importlib.util
 import json
 import math
 import subprocess
@@ -128,11 +127,24 @@ def test_malformed_json_file_exits_2_naming_the_field(capsys, tmp_path, flag):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-@pytest.mark.skipif(importlib.util.find_spec("roofline.calibration") is not None,
-                    reason="roofline.calibration exists: the fallback message no longer applies")
-def test_calibration_without_its_module_is_a_one_line_error(capsys):
-    assert main(["analyze", "--calibration", "default"]) == 2
-    assert capsys.readouterr().err.strip() == "roofline analyze: error: calibration: not available in this build"
+def test_a_calibration_file_changes_the_numbers_and_is_named(capsys, tmp_path):
+    path = tmp_path / "slow.yaml"
+    path.write_text("name: slow-link\nbandwidth_efficiency: 0.5\nstep_overhead_s: 0.001\n")
+    assert main(["analyze", "--batch", "1", "--calibration", str(path), "--json"]) == 0
+    calibrated = json.loads(capsys.readouterr().out)[0]
+    assert main(["analyze", "--batch", "1", "--json"]) == 0
+    ideal = json.loads(capsys.readouterr().out)[0]
+    assert calibrated["calibration"] == "slow-link" and ideal["calibration"] == "ideal"
+    # Memory-bound at batch 1: half the bandwidth doubles the step, plus the fixed overhead.
+    assert calibrated["tpot_s"] == pytest.approx(2 * ideal["tpot_s"] + 0.001, rel=0.01)
+
+
+def test_a_malformed_calibration_file_exits_2_naming_the_field(capsys, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("bandwidth_efficiency: fast\n")
+    assert main(["analyze", "--calibration", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "bandwidth_efficiency" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize("text", ["0", "abc", "", "1,-2", "1.5"])
