@@ -4,29 +4,19 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import cli_analyze
+from validation import cli as cli_validation
 
-SUBCOMMANDS = [cli_analyze]  # each module: NAME, add_arguments(parser), run(args) -> int
-OPTIONAL = ("roofline.cli_report", "roofline.cli_serving", "validation.cli")  # present when their issue has landed
+from . import cli_analyze, cli_report, cli_serving
 
-
-def _modules():
-    import importlib
-    found = list(SUBCOMMANDS)
-    for name in OPTIONAL:
-        try:
-            found.append(importlib.import_module(name))
-        except ModuleNotFoundError as err:
-            if err.name not in (name, name.rsplit(".", 1)[0]):
-                raise
-    return found
+# Each module lists COMMANDS = [(name, add_arguments(parser), run(args) -> int)].
+MODULES = (cli_analyze, cli_report, cli_serving, cli_validation)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="roofline", description="Analytic roofline and cost model for LLM inference.")
     sub = parser.add_subparsers(dest="command", required=True)
     runners = {}
-    for module in _modules():
+    for module in MODULES:
         for name, add_arguments, run in module.COMMANDS:
             add_arguments(sub.add_parser(name, help=(run.__doc__ or "").strip().splitlines()[0]))
             runners[name] = run

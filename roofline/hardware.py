@@ -37,7 +37,8 @@ class Hardware:
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {value!r}")
         for dtype, value in self.peak_flops.items():
-            normalize_dtype(dtype, f"hardware {self.id!r} peak_flops") if dtype != "tf32" else None
+            if dtype != "tf32":  # tf32 is listed for reference; no Precision computes in it
+                normalize_dtype(dtype, f"hardware {self.id!r} peak_flops")
             if not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"hardware {self.id!r}: peak_flops[{dtype!r}] must be positive, got {value!r}")
 
