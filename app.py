@@ -10,8 +10,6 @@ an impossible combination) is an `st.error` with the reason and the fix; the oth
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import inspect
 import json
 import math
 from pathlib import Path
@@ -23,30 +21,16 @@ import sympy as sp
 
 from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
                       bundled_hardware, bundled_models, derivations, load_model, plots, sweep)
+import validation.fit as validation_fit
+import validation.records as validation_records
+from roofline import calibration as calibrations
+from roofline import crossovers, speculative
 from roofline.bounds import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
 from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS
 from roofline.precision import BITS
 
-
-def optional(module: str):
-    """A module that may not be in this build yet (written alongside the app): None when absent."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name != module:
-            raise
-        return None
-
-
-speculative = optional("roofline.speculative")
-parallel = optional("roofline.parallel")
-calibrations = optional("roofline.calibration")
-crossovers = optional("roofline.crossovers")
-validation_fit = optional("validation.fit")
-validation_records = optional("validation.records")
-PARALLEL = parallel is not None and "tp" in inspect.signature(analyze).parameters  # analyze(..., tp, replicas)
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
 DEFAULT_BATCH, DEFAULT_PROMPT, DEFAULT_GEN = 1, 1024, 128
@@ -59,7 +43,6 @@ FIGURE_DPI = 115
 CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the target's step"
 OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
 OFF = "off (ideal bound)"
-SERVING_LATER = "coming with the serving what-ifs"
 FIX_CONFIG = "**Fix:** change the sidebar setting the message names, or set it back to its default."
 
 
@@ -156,7 +139,7 @@ class Setup:
     prompt: int
     gen: int
     overrides: dict
-    parallel: dict  # tp and replicas, for `analyze` (empty where the library has no parallelism)
+    parallel: dict  # tp and replicas, for `analyze`
     speculation: dict | None
 
 
@@ -270,11 +253,8 @@ def window_overrides(config: ModelConfig, at: str) -> dict:
 
 
 def sidebar_parallel() -> dict:
-    """Tensor-parallel degree and replicas, as `analyze` takes them (empty without `roofline.parallel`)."""
+    """Tensor-parallel degree and replicas, as `analyze` takes them."""
     st.sidebar.subheader("Serving")
-    if not PARALLEL:
-        st.sidebar.caption(f"Tensor parallelism and replicas: {SERVING_LATER}.")
-        return {}
     columns = st.sidebar.columns(2)
     tp = columns[0].selectbox("tensor parallel", (1, 2, 4, 8, 16, 32, 64), key="tp",
                               help="GPUs sharing each layer (Megatron); the library says when heads do not split")
@@ -283,10 +263,7 @@ def sidebar_parallel() -> dict:
 
 
 def sidebar_speculation() -> dict | None:
-    """Speculative decoding's draft, γ and α (None: off, or not in the library)."""
-    if speculative is None:
-        st.sidebar.caption(f"Speculative decoding: {SERVING_LATER}.")
-        return None
+    """Speculative decoding's draft, γ and α (None: off)."""
     if not st.sidebar.toggle("Speculative decoding", key="speculate"):
         return None
     draft = st.sidebar.selectbox("draft", [FRACTION, *bundled_models()], key="draft",
@@ -300,9 +277,6 @@ def sidebar_speculation() -> dict | None:
 
 def sidebar_calibration(hardware: Hardware | None) -> Calibration:
     """Calibration on (a committed fit, or 'default') or off (the ideal bound)."""
-    if calibrations is None:
-        st.sidebar.caption("Calibration: not in this build (ideal bound).")
-        return IDEAL
     files = sorted(calibrations.CALIBRATION_DIR.glob("*.yaml"))
     choice = st.sidebar.selectbox("Calibration", [OFF, "default", *(p.stem for p in files)], key="calibration")
     if choice == OFF:
@@ -553,8 +527,6 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
     st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
     st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
-    if crossovers is None:
-        return
     st.markdown("**Crossovers** of this configuration (ideal roofs; `roofline.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
                                          setup.gen, analysis.options):
@@ -634,9 +606,6 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     if not files:
         st.info("No measurements yet: run `roofline validate` (see validation/README.md); its CSVs in "
                 "data/measurements/ show up here.")
-        return
-    if validation_fit is None or validation_records is None:
-        st.info("The validation package is not installed: `pip install -e .` from the repository root.")
         return
     path = st.selectbox("measurements", files, format_func=lambda p: p.name, key="measurements")
     try:

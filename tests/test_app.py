@@ -2,10 +2,8 @@
 own, bad input is an error message (never a traceback), and a rerun does no symbolic work."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -25,15 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime map", "Derivation", "Compare", "Validation")
 DEFAULT = dict(model="llama-2-13b", hardware="h100-sxm", batch=[1], prompt=1024, gen=128)
-
-
-def app_module():
-    """The script's helpers, imported from its file (main() runs only under streamlit)."""
-    if "roofline_app" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("roofline_app", APP)
-        sys.modules["roofline_app"] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules["roofline_app"])
-    return sys.modules["roofline_app"]
 
 
 def start() -> AppTest:
@@ -123,9 +112,6 @@ def test_changing_a_widget_changes_the_numbers_to_the_library_values(change, lib
 
 
 def test_tensor_parallelism_and_replicas_reach_the_library():
-    app = app_module()
-    if not app.PARALLEL:
-        pytest.skip("roofline.parallel is not in this build: the sidebar says so (tested below)")
     at = start()
     at.selectbox(key="tp").set_value(2).run()
     at.number_input(key="replicas").set_value(3).run()
@@ -172,7 +158,7 @@ def test_a_windowed_model_can_drop_or_resize_its_window():
 
 @pytest.mark.parametrize("choice", ["default", *sorted(p.stem for p in (ROOT / "data" / "calibration").glob("*.yaml"))])
 def test_calibration_on_gives_the_calibrated_library_numbers(choice):
-    calibration = pytest.importorskip("roofline.calibration")
+    from roofline import calibration
     at = start()
     at.selectbox(key="calibration").set_value(choice).run()
     clean(at)
@@ -232,8 +218,6 @@ def test_an_impossible_combination_shows_the_reason_and_other_views_keep_working
 
 
 def test_a_tensor_parallel_degree_that_does_not_split_the_heads_is_an_error_not_a_traceback():
-    if not app_module().PARALLEL:
-        pytest.skip("roofline.parallel is not in this build")
     at = start()
     at.selectbox(key="tp").set_value(16).run()  # Llama-2-13B has 40 query heads
     clean(at)
@@ -280,20 +264,14 @@ def test_the_derivation_shows_the_lectures_formulas_and_limits():
     assert "295" in latex  # the H100's critical batch, 989.4e12 / 3.35e12 = 295
 
 
-def test_serving_levers_are_offered_only_where_the_library_has_them():
-    app = app_module()
-    parallel, speculative = app.parallel, app.speculative
+def test_the_serving_levers_are_in_the_sidebar():
     at = start()
-    captions = " ".join(c.value for c in at.sidebar.caption)
-    assert ("Tensor parallelism and replicas: coming with the serving what-ifs" in captions) == (not app.PARALLEL)
-    assert ("Speculative decoding: coming with the serving what-ifs" in captions) == (speculative is None)
-    assert bool([w for w in at.sidebar.selectbox if w.label == "tensor parallel"]) == app.PARALLEL
-    assert bool([t for t in at.sidebar.toggle if t.label == "Speculative decoding"]) == (speculative is not None)
-    assert app.PARALLEL <= (parallel is not None)
+    assert [w for w in at.sidebar.selectbox if w.label == "tensor parallel"]
+    assert [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
 
 
 def test_speculative_decoding_shows_the_librarys_effective_tpot():
-    speculative = pytest.importorskip("roofline.speculative")
+    from roofline import speculative
     at = start()
     [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
     toggle.set_value(True).run()
