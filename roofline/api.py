@@ -121,13 +121,20 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
 INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
 
 
+BOUND_NAMES = np.asarray(BOUNDS, dtype=object)
+
+
 def _frame(values: dict, integers: bool) -> pd.DataFrame:
-    """Flatten to one row per point; bound codes become names (and counts integers for analyze)."""
+    """Flatten to one row per point; bound codes become names (and counts integers for analyze).
+
+    Names are plain strings for a few rows and categoricals for a sweep's many (memory, not speed).
+    """
     columns = {}
     for name, value in values.items():
         flat = np.ravel(value)
         if name in ("decode_bound", "prefill_bound"):
-            flat = pd.Categorical.from_codes(flat, categories=list(BOUNDS))
+            many = flat.size >= 10_000
+            flat = pd.Categorical.from_codes(flat, categories=list(BOUNDS)) if many else BOUND_NAMES[flat]
         elif integers and name in INTEGER_COLUMNS:
             flat = flat.astype(np.int64)
         columns[name] = flat

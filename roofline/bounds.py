@@ -90,6 +90,11 @@ def total(arrays) -> np.ndarray:
     return result
 
 
+def to_shape(value, shape: tuple) -> np.ndarray:
+    """np.broadcast_to, skipped when the array already has the shape (most do: it costs microseconds)."""
+    return value if isinstance(value, np.ndarray) and value.shape == shape else np.broadcast_to(value, shape)
+
+
 def soft_maximum(c, m, p: float):
     """(c^p + m^p)^(1/p), scaled by the larger term so no power overflows: a rounded roofline corner
     (measured kernels rarely overlap compute and memory perfectly where the two are close)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bounds import IDEAL, Calibration, Roofs, step_times, total
+from .bounds import IDEAL, Calibration, Roofs, step_times, to_shape, total
 from .evaluate import CompiledModel
 from .hardware import Hardware
 from .precision import Precision
@@ -73,7 +73,7 @@ def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, promp
         out["prefill_intensity"] = out["prefill_flops"] / out["prefill_bytes"]
         if e2e:
             out["e2e_s"] = out["ttft_s"] + decode_time_sum(cm, roofs, widths, batch, prompt, gen)
-    return {name: np.broadcast_to(value, shape) for name, value in out.items()}
+    return {name: to_shape(value, shape) for name, value in out.items()}
 
 
 def decode_time_sum(cm: CompiledModel, roofs: Roofs, widths, batch, prompt, gen) -> np.ndarray:

@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import sympy as sp
 
-from .bounds import COMMUNICATION, IDEAL, Calibration
+from .bounds import COMMUNICATION, IDEAL, Calibration, to_shape
 from .config import ModelConfig, load_model
 from .crossovers import Crossover
 from .evaluate import compile_model
@@ -110,7 +110,7 @@ def with_communication(values: dict, config: ModelConfig, hw: Hardware, tp: int,
     if "e2e_s" in out:  # a decode step's all-reduces do not depend on the context
         out["e2e_s"] = out["e2e_s"] + prefill_comm + np.maximum(np.asarray(gen, dtype=float) - 1, 0) * comm
     shape = np.shape(out["tpot_s"])
-    return {name: np.broadcast_to(value, shape) for name, value in out.items()}
+    return {name: to_shape(value, shape) for name, value in out.items()}
 
 
 def analyze_parallel(model: str | ModelConfig, hardware: str | Hardware, tp: int = 1, replicas: int = 1, batch=(1,),
