@@ -341,57 +341,6 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {
         "v_head_dim": 12,
         "vocab_size": 400,
     },
-    # DeepSeek-V2 with q compression (q_lora_rank set) and group-limited greedy routing.
-    "deepseek-v2-qlora": {
-        "architectures": ["DeepseekV2ForCausalLM"],
-        "model_type": "deepseek_v2",
-        "attention_bias": False,
-        "attention_dropout": 0.0,
-        "aux_loss_alpha": 0.001,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "first_k_dense_replace": 1,
-        "hidden_act": "silu",
-        "hidden_size": 96,
-        "initializer_range": 0.02,
-        "intermediate_size": 144,
-        "kv_lora_rank": 40,
-        "max_position_embeddings": 256,
-        "moe_intermediate_size": 24,
-        "moe_layer_freq": 1,
-        "n_group": 4,
-        "n_routed_experts": 8,
-        "n_shared_experts": 1,
-        "norm_topk_prob": False,
-        "num_attention_heads": 6,
-        "num_experts_per_tok": 2,
-        "num_hidden_layers": 3,
-        "num_key_value_heads": 6,
-        "pretraining_tp": 1,
-        "q_lora_rank": 48,
-        "qk_nope_head_dim": 16,
-        "qk_rope_head_dim": 8,
-        "rms_norm_eps": 1e-06,
-        "rope_scaling": {
-            "beta_fast": 32,
-            "beta_slow": 1,
-            "factor": 4,
-            "mscale": 0.707,
-            "mscale_all_dim": 0.707,
-            "original_max_position_embeddings": 64,
-            "type": "yarn",
-        },
-        "rope_theta": 10000,
-        "routed_scaling_factor": 16.0,
-        "scoring_func": "softmax",
-        "seq_aux": True,
-        "tie_word_embeddings": False,
-        "topk_group": 2,
-        "topk_method": "group_limited_greedy",
-        "use_cache": True,
-        "v_head_dim": 12,
-        "vocab_size": 400,
-    },
     # DeepSeek-V3-like: MLA with q_lora_rank, sigmoid router with group-limited
     # (noaux_tc) routing and e_score_correction_bias, 1 shared expert, first layer dense.
     "deepseek-v3-like": {
@@ -467,6 +416,15 @@ TINY_CONFIGS: dict[str, dict[str, Any]] = {
         "use_cache": True,
         "vocab_size": 300,
     },
+}
+
+# DeepSeek-V2 with q compression (q_lora_rank set) and group-limited greedy routing: the Lite-like
+# config with only these keys changed.
+TINY_CONFIGS["deepseek-v2-qlora"] = {
+    **TINY_CONFIGS["deepseek-v2-lite-like"],
+    "hidden_size": 96, "num_attention_heads": 6, "num_key_value_heads": 6, "q_lora_rank": 48,
+    "n_group": 4, "topk_group": 2, "topk_method": "group_limited_greedy", "routed_scaling_factor": 16.0,
+    "n_shared_experts": 1,
 }
 
 # Keys dropped before building a config. Each is metadata that does not change the
