@@ -60,7 +60,7 @@ class StepCost:
                  options: Options = Options()):
         self.model = compile_queries(config, options)
         roofs = Roofs.of(hw, precision)
-        self.peaks, self.bandwidth = roofs.peaks(self.model.matmul), roofs.bandwidth
+        self.peaks, self.bandwidth = np.array(roofs.peaks(self.model.matmul)), roofs.bandwidth
         self.widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
         self.attention_ops = np.array(self.model.context_dependent)
         self.cache: dict = {}

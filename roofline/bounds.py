@@ -6,6 +6,7 @@ The binding resource of a step is what the largest share of its roofline time wa
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from .precision import Precision
 
 BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth", "communication")
 COMMUNICATION = BOUNDS.index("communication")  # set by roofline.parallel when all-reduces wait longest
+STACKED_LIMIT = 2**20  # counts arrays up to this size are evaluated all ops at once; larger ones op by op
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,16 @@ class Calibration:
     step_overhead_s: float = 0.0  # per step (launch, scheduling)
     layer_overhead_s: float = 0.0  # per layer per step
     corner: float = math.inf  # sharpness p of the roofline corner: an op takes (c^p + m^p)^(1/p)
+    # Attention kernels (scores and values against the KV cache) reach these fractions of the roofs
+    # the weight GEMMs reach: many small per-head products stream and compute unlike one large matrix.
+    attention_bandwidth_efficiency: float = 1.0
+    attention_flops_efficiency: float = 1.0
+    attention_corner: float | None = None  # the attention kernels' own corner sharpness; None: `corner`
 
     def __post_init__(self):
         values = {"bandwidth_efficiency": self.bandwidth_efficiency,
+                  "attention_bandwidth_efficiency": self.attention_bandwidth_efficiency,
+                  "attention_flops_efficiency": self.attention_flops_efficiency,
                   **{f"flops_efficiency.{dtype}": v for dtype, v in self.flops_efficiency.items()}}
         for name, value in values.items():
             if not 0 < value <= 1.5:
@@ -42,9 +51,11 @@ class Calibration:
         for name in ("step_overhead_s", "layer_overhead_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")
-        if not self.corner >= 1:  # p = 1: compute and memory never overlap; p = inf: the sharp roofline
-            raise ValueError(f"calibration {self.name!r}: corner must be >= 1 (inf for the sharp roofline), "
-                             f"got {self.corner!r}")
+        for name in ("corner", "attention_corner"):  # p = 1: compute and memory never overlap; inf: sharp
+            value = getattr(self, name)
+            if not (value is None and name == "attention_corner") and not (value is not None and value >= 1):
+                raise ValueError(f"calibration {self.name!r}: {name} must be >= 1 (inf for the sharp roofline), "
+                                 f"got {value!r}")
 
 
 IDEAL = Calibration()
@@ -57,18 +68,41 @@ class Roofs:
     attention_matmul_flops: float  # FLOP/s for matmuls against the KV cache
     overhead_s: float  # fixed time per step
     corner: float = math.inf  # p of the p-norm combining an op's compute and memory time
+    attention_bandwidth: float | None = None  # bytes/s for attention ops; None: `bandwidth`
+    attention_corner: float | None = None  # p for attention ops; None: `corner`
 
     @classmethod
-    def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0) -> Roofs:
-        def achieved(dtype):
-            return hw.peak(dtype) * calibration.flops_efficiency.get(dtype, 1.0)
-        return cls(hw.memory_bandwidth * calibration.bandwidth_efficiency,
-                   achieved(precision.weight_matmul_dtype), achieved(precision.attention_matmul_dtype),
-                   calibration.step_overhead_s + calibration.layer_overhead_s * n_layers, calibration.corner)
+    def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0,
+           bandwidth: float | None = None, peak_flops: dict | None = None) -> Roofs:
+        """bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays)."""
+        bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
+        attention = calibration.attention_bandwidth_efficiency
 
-    def peaks(self, matmul_kinds: tuple) -> np.ndarray:
+        def achieved(dtype):
+            peak = hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
+            return peak * calibration.flops_efficiency.get(dtype, 1.0)
+        achieved_bandwidth = bandwidth * calibration.bandwidth_efficiency
+        return cls(achieved_bandwidth, achieved(precision.weight_matmul_dtype),
+                   achieved(precision.attention_matmul_dtype) * calibration.attention_flops_efficiency,
+                   calibration.step_overhead_s + calibration.layer_overhead_s * n_layers, calibration.corner,
+                   achieved_bandwidth * attention if attention != 1 else None, calibration.attention_corner)
+
+    def peaks(self, matmul_kinds: tuple) -> list:
         table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops}
-        return np.array([table.get(kind, np.inf) for kind in matmul_kinds])
+        return [table.get(kind, np.inf) for kind in matmul_kinds]
+
+    def bandwidths(self, matmul_kinds: tuple):
+        """Per op, or one value for all (the common case, kept scalar so one point stays fast)."""
+        return self._per_op(matmul_kinds, self.bandwidth, self.attention_bandwidth)
+
+    def corners(self, matmul_kinds: tuple):
+        return self._per_op(matmul_kinds, self.corner, self.attention_corner)
+
+    @staticmethod
+    def _per_op(matmul_kinds: tuple, value, attention_value):
+        if attention_value is None:
+            return value
+        return [attention_value if kind == ATTENTION_MATMUL else value for kind in matmul_kinds]
 
 
 @dataclass(frozen=True)
@@ -103,13 +137,14 @@ def soft_maximum(c, m, p: float):
     return top * ((c / safe) ** p + (m / safe) ** p) ** (1 / p)
 
 
-def op_times(peak, flops, weights, act_read, act_write, kv_read, kv_write, roofs: Roofs) -> tuple:
+def op_times(peak, bandwidth, flops, weights, act_read, act_write, kv_read, kv_write, corner: float) -> tuple:
     """Elementwise, for one op's arrays or for every op stacked along a first axis: compute time,
     memory time, the op's time, and the seconds it waits on each resource of BOUNDS[:4]."""
     moved = weights + act_read + act_write + kv_read + kv_write
     c = flops / peak
-    m = moved / roofs.bandwidth
-    t = np.maximum(c, m) if roofs.corner == math.inf else soft_maximum(c, m, roofs.corner)
+    m = moved / bandwidth
+    sharp = corner == math.inf if np.isscalar(corner) else np.all(np.asarray(corner) == math.inf)
+    t = np.maximum(c, m) if sharp else soft_maximum(c, m, corner)
     memory_bound = m > c
     per_byte = np.where(memory_bound, t / np.where(moved > 0, moved, 1.0), 0.0)
     waits = (np.where(memory_bound, 0.0, t), per_byte * weights, per_byte * (kv_read + kv_write),
@@ -120,22 +155,49 @@ def op_times(peak, flops, weights, act_read, act_write, kv_read, kv_write, roofs
 def step_times(counts, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
     """counts: per op (flops, weights, act_read, act_write, kv_read, kv_write): CompiledPhase.parts,
     or the stacked array of CompiledPhase.__call__."""
-    peaks = roofs.peaks(phase.matmul)
+    peaks, bandwidths, corners = roofs.peaks(phase.matmul), roofs.bandwidths(phase.matmul), roofs.corners(phase.matmul)
+    if isinstance(counts, np.ndarray) and counts.size <= STACKED_LIMIT:  # every op in one pass: no Python loop
+        shape = np.broadcast_shapes(counts.shape[2:], np.shape(roofs.bandwidth), *(np.shape(p) for p in peaks))
+        c, m, t, waits = op_times(_per_op(peaks, shape), _per_op(bandwidths, shape), *np.moveaxis(counts, 1, 0),
+                                  _per_op(corners, shape))
+        return _step(list(c), list(m), [x.sum(axis=0) for x in (t, c + m, *waits)], roofs)
     if isinstance(counts, np.ndarray):
         counts = [tuple(op) for op in counts]
-    shape = np.broadcast_shapes(*(np.shape(v) for op in counts for v in op))
+    shape = np.broadcast_shapes(*(np.shape(v) for op in counts for v in op), np.shape(roofs.bandwidth),
+                                *(p.shape for p in peaks if isinstance(p, np.ndarray)))  # measured roofs per point
     if math.prod(shape) == 1:  # one point: every op in one pass over (ops,) vectors
         stacked = np.array([[float(np.ravel(v)[0]) for v in op] for op in counts]).T
-        c, m, t, waits = op_times(peaks, *stacked, roofs)
+        first = lambda values: (_first_of_each(values) if isinstance(values, list)  # noqa: E731
+                                else float(np.ravel(values)[0]))
+        c, m, t, waits = op_times(first(peaks), first(bandwidths), *stacked, first(corners))
         sums = [np.full(shape, x.sum()) for x in (t, c + m, *waits)]
         return _step(list(np.reshape(c, (-1,) + shape)), list(np.reshape(m, (-1,) + shape)), sums, roofs)
     compute, memory, op_time, no_overlap, waits = [], [], [], [], [[], [], [], []]
-    for peak, op in zip(peaks, counts):  # op by op: each op keeps its own (often smaller) shape
-        c, m, t, op_waits = op_times(peak, *op, roofs)
+    each = lambda values: values if isinstance(values, list) else itertools.repeat(values)  # noqa: E731
+    for peak, bandwidth, corner, op in zip(peaks, each(bandwidths), each(corners), counts):  # op by op, own shapes
+        c, m, t, op_waits = op_times(peak, bandwidth, *op, corner)
         compute.append(c), memory.append(m), op_time.append(t), no_overlap.append(c + m)
         for wait, column in zip(op_waits, waits):
             column.append(wait)
     return _step(compute, memory, [total(x) for x in (op_time, no_overlap, *waits)], roofs)
+
+
+def _first_of_each(values: list) -> np.ndarray:
+    """Per op, the one point's value: plain numbers at once (the common case), arrays unwrapped."""
+    if all(isinstance(v, float) for v in values):
+        return np.array(values)
+    return np.array([float(np.ravel(v)[0]) for v in values])
+
+
+def _per_op(values, shape: tuple) -> np.ndarray:
+    """One roof per op, each a number or an array of the points' shape, as one (ops, *shape) array
+    (or the one value shared by every op, broadcast along a leading axis)."""
+    if not isinstance(values, list):
+        return np.asarray(values)[np.newaxis]
+    out = np.empty((len(values),) + shape)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
 
 
 def _step(compute: list, memory: list, sums: list, roofs: Roofs) -> StepTimes:

@@ -42,6 +42,9 @@ def calibration_from_dict(raw, where: str) -> Calibration:
         step_overhead_s=_number(raw, "step_overhead_s", where, 0.0),
         layer_overhead_s=_number(raw, "layer_overhead_s", where, 0.0),
         corner=_number(raw, "corner", where, math.inf),
+        attention_bandwidth_efficiency=_number(raw, "attention_bandwidth_efficiency", where, 1.0),
+        attention_flops_efficiency=_number(raw, "attention_flops_efficiency", where, 1.0),
+        attention_corner=None if raw.get("attention_corner") is None else _number(raw, "attention_corner", where),
     )
 
 
@@ -65,12 +68,15 @@ def default_calibration() -> Calibration:
     if not fits:
         return Calibration(name="default (no transferable fits committed: ideal bound)")
     bandwidth = statistics.median(min(1.0, _number(raw, "bandwidth_efficiency", name)) for name, raw in fits.items())
+    attention = {key: statistics.median(min(1.0, _number(raw, key, name, 1.0)) for name, raw in fits.items())
+                 for key in ("attention_bandwidth_efficiency", "attention_flops_efficiency")}
     by_dtype: dict = {}
     for name, raw in fits.items():
         for dtype in raw.get("flops_efficiency") or {}:
             by_dtype.setdefault(dtype, []).append(min(1.0, _number(raw["flops_efficiency"], dtype, name)))
     return Calibration(name=f"default (transferred from {', '.join(fits)})", bandwidth_efficiency=bandwidth,
-                       flops_efficiency={d: statistics.median(v) for d, v in by_dtype.items()})
+                       flops_efficiency={d: statistics.median(v) for d, v in by_dtype.items()},
+                       **attention)
 
 
 def load_calibration(name_or_path: str | Calibration | None) -> Calibration:

@@ -197,5 +197,7 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
 def _calibration_text(cal) -> str:
     if cal.name == "ideal":
         return "ideal bound (uncalibrated: datasheet peaks, no overhead)"
-    return (f"{cal.name} (bandwidth x{cal.bandwidth_efficiency:g}, step overhead {fmt_seconds(cal.step_overhead_s)}, "
-            f"layer overhead {fmt_seconds(cal.layer_overhead_s)})")
+    attention = (f", attention bandwidth x{cal.attention_bandwidth_efficiency:.3g} FLOP/s x{cal.attention_flops_efficiency:.3g}"
+                 if (cal.attention_bandwidth_efficiency, cal.attention_flops_efficiency) != (1, 1) else "")
+    return (f"{cal.name} (bandwidth x{cal.bandwidth_efficiency:g}{attention}, step overhead "
+            f"{fmt_seconds(cal.step_overhead_s)}, layer overhead {fmt_seconds(cal.layer_overhead_s)})")

@@ -13,10 +13,14 @@ def write(path, **fields):
 
 def test_a_calibration_file_becomes_a_calibration(tmp_path):
     path = write(tmp_path / "dev.yaml", name="dev", hardware="h100-sxm", bandwidth_efficiency=0.9,
-                 flops_efficiency={"bf16": 0.7}, step_overhead_s=1e-5, layer_overhead_s=2e-6)
+                 flops_efficiency={"bf16": 0.7}, step_overhead_s=1e-5, layer_overhead_s=2e-6,
+                 attention_bandwidth_efficiency=0.6, attention_flops_efficiency=0.4)
     c = cal.load_calibration(str(path))
-    assert (c.name, c.bandwidth_efficiency, c.flops_efficiency, c.step_overhead_s, c.layer_overhead_s) == (
-        "dev", 0.9, {"bf16": 0.7}, 1e-5, 2e-6)
+    assert (c.name, c.bandwidth_efficiency, c.flops_efficiency, c.step_overhead_s, c.layer_overhead_s,
+            c.attention_bandwidth_efficiency, c.attention_flops_efficiency) == ("dev", 0.9, {"bf16": 0.7}, 1e-5, 2e-6,
+                                                                                 0.6, 0.4)
+    old = cal.load_calibration(str(write(tmp_path / "old.yaml", bandwidth_efficiency=0.9)))
+    assert old.attention_bandwidth_efficiency == old.attention_flops_efficiency == 1
 
 
 @pytest.mark.parametrize("fields, named", [
@@ -26,6 +30,7 @@ def test_a_calibration_file_becomes_a_calibration(tmp_path):
     ({"bandwidth_efficiency": 0.9, "flops_efficiency": {"bf16": None}}, "bf16"),
     ({"bandwidth_efficiency": 0.9, "step_overhead_s": -1.0}, "step_overhead_s"),
     ({"bandwidth_efficiency": 3.0}, "bandwidth_efficiency"),
+    ({"bandwidth_efficiency": 0.9, "attention_flops_efficiency": 0.0}, "attention_flops_efficiency"),
 ])
 def test_a_bad_file_is_a_value_error_naming_the_field(tmp_path, fields, named):
     with pytest.raises(ValueError, match=named):
@@ -63,3 +68,18 @@ def test_ideal_is_the_uncalibrated_bound():
 def test_every_committed_calibration_loads():
     for name in cal.committed_calibrations():
         assert cal.load_calibration(name).bandwidth_efficiency > 0
+
+
+@pytest.mark.parametrize("phase, field", [("decode", "attention_bandwidth_efficiency"),  # reads the cache
+                                           ("prefill", "attention_flops_efficiency")])  # S x S products
+def test_attention_efficiencies_slow_the_attention_ops_alone(phase, field):
+    import roofline
+    from roofline.bounds import Calibration
+    kwargs = dict(model="llama-2-7b", hardware="h100-sxm", batch=[8], prompt=4096)
+    ideal = roofline.analyze(**kwargs).op_table(8, 4096).set_index(["phase", "op"])["time_s"]
+    slow = roofline.analyze(**kwargs, calibration=Calibration("half", **{field: 0.5})).op_table(8, 4096)
+    ratio = (slow.set_index(["phase", "op"])["time_s"] / ideal).xs(phase)
+    attention = ratio.index.str.endswith("attention")
+    assert attention.any()
+    assert list(ratio[attention]) == pytest.approx([2.0] * attention.sum())  # the binding roof halved
+    assert list(ratio[~attention]) == pytest.approx([1.0] * (~attention).sum())
