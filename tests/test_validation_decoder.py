@@ -76,3 +76,33 @@ def test_a_chunk_after_cached_tokens_matches_one_long_prefill():
 def test_unsupported_architectures_are_refused_by_name():
     with pytest.raises(ValueError, match="MoE"):
         build_decoder(TINY.with_overrides(n_experts=4, top_k=2, d_expert=32))
+
+
+def matmul_attention(q, keys, values):
+    scores = q @ keys.transpose(-1, -2) * q.shape[-1] ** -0.5
+    return torch.softmax(scores, dim=-1) @ values
+
+
+@pytest.mark.parametrize("groups, head_dim", [(1, 64), (4, 24), (16, 128)])  # MHA, GQA, MQA-like
+def test_the_native_cpu_decode_attention_equals_softmax_attention(groups, head_dim):
+    from validation import native_attention
+    if native_attention.kernel() is None:
+        pytest.skip("no C compiler here: the decoder uses its matmul attention (covered by the HF tests)")
+    generator = torch.Generator().manual_seed(7)
+    cache = torch.randn(2, 3, 2, 50, head_dim, generator=generator)  # (K|V, B, K, capacity, H)
+    keys, values = cache[0, :, :, :37], cache[1, :, :, :37]  # a filled prefix of a larger static cache
+    q = torch.randn(3, 2, groups, head_dim, generator=generator)
+    assert native_attention.supports(q, keys)
+    torch.testing.assert_close(native_attention.decode_attention(q, keys, values),
+                               matmul_attention(q, keys, values), **TOLERANCE)
+
+
+def test_without_the_native_kernel_decode_falls_back_to_matmuls_and_says_so(monkeypatch):
+    from validation import decoder, native_attention
+    monkeypatch.setattr(native_attention, "kernel", lambda: None)
+    q, keys, values = torch.randn(2, 2, 4, 16), torch.randn(2, 2, 9, 16), torch.randn(2, 2, 9, 16)
+    assert not native_attention.supports(q, keys)
+    torch.testing.assert_close(decoder.grouped_decode_attention(q, keys, values), matmul_attention(q, keys, values),
+                               **TOLERANCE)
+    assert decoder.attention_kernel("cpu", "decode", "fp32") == "eager"
+    assert decoder.attention_kernel("cpu", "prefill", "fp32") == "flash"

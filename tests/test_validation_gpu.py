@@ -49,7 +49,7 @@ def test_graphed_timing_and_ceilings_are_positive_and_plausible():
     x = torch.ones(2**24, device="cuda")
     timing = time_cuda(lambda: x.mul_(1.0), repeats=20)
     assert timing.method == "cuda-graph+events" and 0 < timing.median_s < 0.01
-    ceilings = measure_ceilings("cuda", ("bf16",), quick=True)
+    ceilings = measure_ceilings("cuda", ("bf16",), size="quick")
     assert ceilings.copy_bandwidth > 1e11 and ceilings.matmul_flops["bf16"] > 1e12
 
 
@@ -58,7 +58,7 @@ def test_a_gpu_sweep_point_that_runs_out_of_memory_is_recorded_not_raised(tmp_pa
     config = PRESETS["tiny"].with_overrides(n_layers=2, n_kv_heads=4, head_dim=1024)
     spec = sweep.SweepSpec(device="cuda", model=config, dtypes=("bf16",), batches=(1, 10**6), contexts=(4096,),
                            steps=5, prefill_token_limit=1)
-    ceilings = measure_ceilings("cuda", ("bf16",), quick=True)
+    ceilings = measure_ceilings("cuda", ("bf16",), size="quick")
     sweep.run_sweep(spec, tmp_path / "m.csv", ceilings, sweep.Progress(1, io.StringIO()))
     rows = {r["batch"]: r for r in records.read_rows(tmp_path / "m.csv")}
     assert rows["1"]["status"] == records.OK and rows["1"]["timing_method"] == "cuda-graph+events"

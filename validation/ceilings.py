@@ -1,5 +1,8 @@
 """The roofs of the device at hand, measured: copy bandwidth and large-GEMM FLOP/s per dtype.
 
+The GEMM runs through the decoder's own `Linear`, so the FLOP/s roof is the one its kernel can reach
+(on a CPU, oneDNN on a packed weight runs twice as fast as torch.matmul's MKL path; see decoder.Linear).
+
 Copy bandwidth counts bytes read plus bytes written (2 x buffer) of a large device-to-device copy.
 A read-only stream (a sum) is measured too: on CPUs a decode step mostly reads, and a read stream
 can be far below half the copy figure's total (see validation/README.md).
@@ -10,11 +13,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import DTYPES, torch_dtype
+from .decoder import DTYPES, Linear, torch_dtype
 from .timing import time_on
 
 SIZES = {"cpu": dict(copy_bytes=512 * 2**20, gemm_n=2048, repeats=10),
-         "cuda": dict(copy_bytes=4 * 2**30, gemm_n=8192, repeats=50)}
+         "cuda": dict(copy_bytes=4 * 2**30, gemm_n=8192, repeats=50),
+         "probe": dict(copy_bytes=256 * 2**20, gemm_n=2048, repeats=5),  # around each point, ~0.3 s on the CPU
+         "quick": dict(copy_bytes=16 * 2**20, gemm_n=256, repeats=3)}  # smoke tests: recorded, not trusted
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,10 @@ class Ceilings:
         row.update({f"matmul_flops_{dtype}": self.matmul_flops.get(dtype, "") for dtype in DTYPES})  # "": not measured
         return row
 
+    def mean(self, other: Ceilings) -> Ceilings:
+        return Ceilings((self.copy_bandwidth + other.copy_bandwidth) / 2, (self.read_bandwidth + other.read_bandwidth) / 2,
+                        {d: (f + other.matmul_flops[d]) / 2 for d, f in self.matmul_flops.items()})
+
 
 def measure_bandwidth(device: str, n_bytes: int, repeats: int) -> tuple[float, float]:
     source = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
@@ -39,17 +48,16 @@ def measure_bandwidth(device: str, n_bytes: int, repeats: int) -> tuple[float, f
 
 
 def measure_matmul(device: str, dtype: str, n: int, repeats: int) -> float:
-    a = torch.randn(n, n, device=device).to(torch_dtype(dtype))
-    b = torch.randn(n, n, device=device).to(torch_dtype(dtype))
-    out = torch.empty(n, n, device=device, dtype=a.dtype)
-    seconds = time_on(device, lambda: torch.matmul(a, b, out=out), repeats).median_s
+    x = torch.randn(n, n, device=device).to(torch_dtype(dtype))
+    gemm = Linear(n, n, bias=False, device=device, dtype=x.dtype).requires_grad_(False)
+    with torch.inference_mode():
+        seconds = time_on(device, lambda: gemm(x), repeats).median_s
     return 2 * n**3 / seconds  # n^3 multiply-adds
 
 
-def measure_ceilings(device: str, dtypes: tuple, quick: bool = False) -> Ceilings:
-    size = dict(SIZES[device])
-    if quick:  # smoke tests: the numbers are recorded, not trusted
-        size = dict(copy_bytes=16 * 2**20, gemm_n=256, repeats=3)
+def measure_ceilings(device: str, dtypes: tuple, size: str | None = None) -> Ceilings:
+    """size: a key of SIZES; None for the device's full measurement."""
+    size = SIZES[size or device]
     copy_bw, read_bw = measure_bandwidth(device, size["copy_bytes"], size["repeats"])
     flops = {dtype: measure_matmul(device, dtype, size["gemm_n"], size["repeats"]) for dtype in dtypes}
     return Ceilings(copy_bw, read_bw, flops)

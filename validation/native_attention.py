@@ -1,0 +1,75 @@
+"""The CPU decode-attention kernel (native/decode_attention.c), built on first use and called with ctypes.
+
+Built with the machine's C compiler (cc -O3 -march=native -ffast-math -fopenmp, well under a second)
+into ~/.cache/roofline, keyed by the source, the flags and the CPU's feature flags. No compiler, or
+a failed build: `kernel()` is None and the decoder keeps its batched-matmul attention (the row's
+`attention` column says which ran). fp32 only; other dtypes take the matmul path too.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("native") / "decode_attention.c"
+FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "roofline"
+
+
+def _cpu_flags() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    text = cpuinfo.read_text() if cpuinfo.is_file() else ""
+    return next((line for line in text.splitlines() if line.startswith("flags")), platform.processor())
+
+
+def _build(compiler: str) -> Path:
+    key = hashlib.sha256("\n".join([SOURCE.read_text(), compiler, *FLAGS, _cpu_flags()]).encode()).hexdigest()[:16]
+    library = cache_dir() / f"decode_attention-{key}.so"
+    if not library.is_file():
+        library.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=library.parent) as tmp:  # built aside, renamed: never half-written
+            built = Path(tmp) / library.name
+            subprocess.run([compiler, *FLAGS, str(SOURCE), "-o", str(built), "-lm"], check=True, capture_output=True)
+            built.replace(library)
+    return library
+
+
+@functools.cache
+def kernel():
+    """The ctypes function, or None where it cannot be built here."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    try:
+        function = ctypes.CDLL(str(_build(compiler))).decode_attention_f32
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    function.restype = None
+    function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 11 + [ctypes.c_float]
+    return function
+
+
+def supports(q: torch.Tensor, keys: torch.Tensor) -> bool:
+    return (q.device.type == "cpu" and q.dtype == keys.dtype == torch.float32 and keys.stride(-1) == 1
+            and kernel() is not None)
+
+
+def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """softmax(q K^T / sqrt(H)) V for q (B, K, G, H) against keys, values (B, K, S, H), H contiguous."""
+    B, K, G, H = q.shape
+    q = q.contiguous()
+    out = torch.empty_like(q)
+    kernel()(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), B, K, G, keys.shape[2], H,
+             *keys.stride()[:3], *values.stride()[:3], H ** -0.5)
+    return out
