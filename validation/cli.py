@@ -19,6 +19,10 @@ PRESETS = {
     # Llama-shaped, GQA; sized so the full CPU sweep (batch 1..64, context 128..4096) takes minutes.
     "cpu-small": ModelConfig(name="cpu-small", family="llama", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
                              head_dim=64, d_ff=2816, vocab_size=32000),
+    # cpu-small's 8 layers at trivial widths: every kernel is tiny, so its step time is the fixed
+    # per-layer cost (Python, dispatch, kernel calls) the fit must tell apart from bandwidth.
+    "cpu-overhead": ModelConfig(name="cpu-overhead", family="llama", d_model=64, n_layers=8, n_heads=4, n_kv_heads=1,
+                                head_dim=16, d_ff=128, vocab_size=256),
     "tiny": ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                         d_ff=128, vocab_size=256),
 }
@@ -61,6 +65,9 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--csv", help="append to (and resume) this file instead")
     parser.add_argument("--threads", type=int, help="CPU threads (recorded with every row)")
     parser.add_argument("--quick-ceilings", action="store_true", help="tiny ceiling measurements (smoke tests)")
+    parser.add_argument("--probe-each-point", action=argparse.BooleanOptionalAction, default=None,
+                        help="measure the ceilings again around every point (default: on for cpu, whose shared "
+                             "memory bandwidth wanders; off for cuda)")
 
 
 def run_validate(args: argparse.Namespace) -> int:
@@ -72,6 +79,7 @@ def run_validate(args: argparse.Namespace) -> int:
                          "(torch==2.13.0)") from None
 
     from .ceilings import measure_ceilings
+    from .probe import SteadyProbe
     from .sweep import SweepSpec, default_csv, run_sweep
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is visible to torch")
@@ -87,11 +95,14 @@ def run_validate(args: argparse.Namespace) -> int:
         steps=args.steps or defaults["steps"], prefill_repeats=defaults["prefill_repeats"],
         prefill_token_limit=args.prefill_token_limit or defaults["prefill_token_limit"])
     path = Path(args.csv) if args.csv else default_csv(Path(args.out), args.device)
-    ceilings = measure_ceilings(args.device, dtypes, quick=args.quick_ceilings)
+    ceilings = measure_ceilings(args.device, dtypes, "quick" if args.quick_ceilings else None)
     print(f"device ceilings: copy {ceilings.copy_bandwidth / 1e9:.1f} GB/s (read+write), read "
           f"{ceilings.read_bandwidth / 1e9:.1f} GB/s, matmul "
           + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in ceilings.matmul_flops.items()), file=sys.stderr)
-    written = run_sweep(spec, path, ceilings)
+    probed = args.device == "cpu" if args.probe_each_point is None else args.probe_each_point
+    probe_size = "quick" if args.quick_ceilings else "probe"
+    probe = SteadyProbe(lambda: measure_ceilings(args.device, dtypes, probe_size)) if probed else None
+    written = run_sweep(spec, path, ceilings, probe=probe)
     print(f"{path}: {written[records.OK]} measured, {written[records.DOES_NOT_FIT]} do not fit, "
           f"{written['skipped']} skipped (already there or prefill over the token limit)")
     return 0
@@ -100,20 +111,20 @@ def run_validate(args: argparse.Namespace) -> int:
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="measurement CSVs of one device")
     parser.add_argument("--out", help="calibration YAML (default: data/calibration/<device>.yaml)")
-    parser.add_argument("--hardware", help="datasheet entry the fractions are relative to (default: from the device "
-                                           "name; 'measured' for the measured ceilings)")
+    parser.add_argument("--hardware", help="datasheet entry the fractions are relative to (default: from a GPU's "
+                                           "name; 'measured' for the measured ceilings, the CPU default)")
     parser.add_argument("--plots", help="PNG path for the figures (default: next to the first CSV)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the fit summary as JSON")
 
 
 def datasheet_for(device: str, device_name: str, choice: str | None):
-    if choice == "measured":
+    """The datasheet the fitted fractions are relative to; None: the measured ceilings. A CPU has no
+    datasheet here (the `cpu` entry is an assumption), so its fractions are of its own ceilings."""
+    if choice == "measured" or (device == "cpu" and not choice):
         return None
     if choice:
         return load_hardware(choice)
-    if device == "cpu":
-        return load_hardware("cpu")
     match = next((hw_id for key, hw_id in DATASHEETS if key.lower() in device_name.lower()), None)
     return load_hardware(match) if match else None
 
@@ -138,7 +149,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if not args.no_plots:
         from .plots import save_validation_plots
         plot = Path(args.plots) if args.plots else paths[0].with_suffix(".png")
-        save_validation_plots(result.points, plot, f"{slug}: {first['model']} ({', '.join(frame['dtype'].unique())})")
+        models = ", ".join(frame["model"].unique())
+        save_validation_plots(result.points, plot, f"{slug}: {models} ({', '.join(frame['dtype'].unique())})")
     summary = result.summary
     if args.json:
         decode = summary.get("decode", {})

@@ -1,23 +1,25 @@
 """Fit a device's physical parameters to its measurements, and score them on held-out points.
 
-Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, fixed overhead per step and
-per layer, and the sharpness p of the roofline corner (each op takes (c^p + m^p)^(1/p)). Starting
-roofs are the measured ceilings (copy bandwidth, GEMM FLOP/s); the fit finds the Calibration
-(fractions of those roofs, plus overheads and corner) that minimises the log-space error of the
-library's own step time against the measured one (Levenberg-Marquardt, numpy only, from a few
-starting points). With a single layer count in the data, per-step and per-layer overheads cannot
-be told apart: the overhead is then fitted once and reported per layer (launches and Python work
-scale with L). Held-out error: leave-one-context-out; each context is predicted by a fit that
-never saw it.
+Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, the fractions of those two
+roofs the attention kernels reach, fixed overhead per step and per layer, and the sharpness p of
+the roofline corner (each op takes (c^p + m^p)^(1/p)), one for the weight GEMMs and one for
+attention. Starting roofs are the ceilings measured with each point (copy bandwidth, GEMM
+FLOP/s); the fit finds the Calibration (fractions of those roofs, plus overheads and corners) that
+minimises the log-space error of the library's own step time against the measured one
+(Levenberg-Marquardt, numpy only, from a few starting points). With a single layer count in the
+data, per-step and per-layer overheads cannot be told apart: the overhead is then fitted once and
+reported per layer (launches and Python work scale with L). Held-out error: leave-one-context-out;
+each context is predicted by a fit that never saw it.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from roofline import Hardware, ModelConfig, Precision
+from roofline import Hardware, ModelConfig, Options, Precision
 from roofline.bounds import Calibration, Roofs, step_times
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
@@ -38,11 +40,18 @@ class Group:
     counts: np.ndarray  # (n_ops, n_components, n_points)
     measured_s: np.ndarray  # (n_points,)
     index: np.ndarray  # the points' row numbers in the frame
+    bandwidth: np.ndarray  # (n_points,) the copy bandwidth measured with each point
+    peak_flops: dict  # dtype -> (n_points,) the GEMM FLOP/s measured with each point
 
 
 def row_config(row) -> ModelConfig:
     return ModelConfig(name=str(row["model"]), family="llama", **{f: int(row[f]) for f in (
         "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")})
+
+
+def row_options(row) -> Options:
+    """Count what the harness ran: its attention kernel is recorded with every row."""
+    return Options(attention=str(row["attention"]))
 
 
 def measured_hardware(frame: pd.DataFrame) -> Hardware:
@@ -58,19 +67,21 @@ def precision_of(dtype: str) -> Precision:
 
 def groups_of(frame: pd.DataFrame) -> list[Group]:
     out = []
-    for (_config_hash, phase, dtype), rows in frame.groupby(["config_hash", "phase", "dtype"]):
-        compiled = compile_model(row_config(rows.iloc[0]))
+    for (_config_hash, phase, dtype, _attention), rows in frame.groupby(["config_hash", "phase", "dtype", "attention"]):
+        compiled = compile_model(row_config(rows.iloc[0]), row_options(rows.iloc[0]))
         precision = precision_of(str(dtype))
         widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
         # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
         keys = rows["context"].to_numpy(float) + (1 if phase == "decode" else 0)
         counts = getattr(compiled, phase)(rows["batch"].to_numpy(float), keys, widths)
-        out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy()))
+        out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy(),
+                         rows["copy_bandwidth"].to_numpy(float), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)}))
     return out
 
 
 def step_time(group: Group, hardware: Hardware, calibration: Calibration) -> np.ndarray:
-    roofs = Roofs.of(hardware, group.precision, calibration, group.compiled.config.n_layers)
+    roofs = Roofs.of(hardware, group.precision, calibration, group.compiled.config.n_layers,
+                     group.bandwidth, group.peak_flops)
     return step_times(group.counts, getattr(group.compiled, group.phase), roofs).roofline_s
 
 
@@ -80,22 +91,25 @@ class Parameters:
     def __init__(self, dtypes: list[str], separate_overheads: bool):
         self.dtypes, self.separate = dtypes, separate_overheads
         self.n_overheads = 2 if separate_overheads else 1
-        self.size = 1 + len(dtypes) + self.n_overheads + 1  # the last: the corner's sharpness
+        self.n_efficiencies = 3 + len(dtypes)  # bandwidth, FLOP/s per dtype, attention bandwidth and FLOP/s
+        self.size = self.n_efficiencies + self.n_overheads + 2  # the last two: the corners' sharpness
 
     def starts(self) -> list[np.ndarray]:
         """Several starting points: the least squares has local minima (a large fixed overhead can stand
         in for a slow roof), so the fit keeps the best of a small grid over overhead and corner.
         Efficiencies as logit(e / 1.5) from e = 0.75; overheads as log seconds; corner p = 1 + exp(x)."""
-        return [np.r_[np.zeros(1 + len(self.dtypes)), np.full(self.n_overheads, np.log(overhead)), np.log(p - 1)]
+        return [np.r_[np.zeros(self.n_efficiencies), np.full(self.n_overheads, np.log(overhead)), np.log(p - 1),
+                      np.log(p - 1)]
                 for overhead in (1e-6, 1e-4) for p in (1.5, 4.0, 30.0)]
 
     def calibration(self, x: np.ndarray, name: str, n_layers: int) -> Calibration:
-        efficiency = MAX_EFFICIENCY / (1 + np.exp(-x[:1 + len(self.dtypes)]))
-        overheads = np.exp(np.clip(x[1 + len(self.dtypes):-1], -40, 5))
+        efficiency = MAX_EFFICIENCY / (1 + np.exp(-x[:self.n_efficiencies]))
+        overheads = np.exp(np.clip(x[self.n_efficiencies:-2], -40, 5))
         step, layer = (overheads[0], overheads[1]) if self.separate else (0.0, overheads[0] / n_layers)
-        corner = 1 + float(np.exp(np.clip(x[-1], -20, 6)))
-        return Calibration(name, float(efficiency[0]), {d: float(e) for d, e in zip(self.dtypes, efficiency[1:])},
-                           float(step), float(layer), corner)
+        corner, attention_corner = (1 + float(np.exp(np.clip(v, -20, 6))) for v in x[-2:])
+        return Calibration(name, float(efficiency[0]), {d: float(e) for d, e in zip(self.dtypes, efficiency[1:-2])},
+                           float(step), float(layer), corner, attention_bandwidth_efficiency=float(efficiency[-2]),
+                           attention_flops_efficiency=float(efficiency[-1]), attention_corner=attention_corner)
 
 
 def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.ndarray:
@@ -107,8 +121,9 @@ def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.n
         step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -jacobian.T @ r)
         trial = residual(x + step)
         if trial @ trial < r @ r:
+            converged = r @ r - trial @ trial < 1e-9 * (r @ r) or np.abs(step).max() < 1e-7
             x, r, damping = x + step, trial, damping / 3
-            if np.abs(step).max() < 1e-7:
+            if converged:
                 break
         else:
             damping *= 4
@@ -127,11 +142,18 @@ def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibratio
     def residual(x):
         calibration = params.calibration(x, name, n_layers)
         predicted = np.log(np.concatenate([step_time(g, hardware, calibration) for g in groups]))
-        return np.r_[predicted - measured, PRIOR_WEIGHT * x[:1 + len(dtypes)]]
+        return np.r_[predicted - measured, PRIOR_WEIGHT * x[:params.n_efficiencies]]
 
     fits = [_levenberg_marquardt(residual, start) for start in params.starts()]
     best = min(fits, key=lambda x: float(residual(x) @ residual(x)))
     return params.calibration(best, name, n_layers)
+
+
+def row_hardware(row, hardware: Hardware) -> Hardware:
+    """The device as it was when the row was measured: its own recorded ceilings."""
+    dtype = str(row["dtype"])
+    return dataclasses.replace(hardware, memory_bandwidth=float(row["copy_bandwidth"]),
+                               peak_flops={**hardware.peak_flops, dtype: float(row[f"matmul_flops_{dtype}"])})
 
 
 def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
@@ -139,7 +161,8 @@ def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -
     out = []
     for _, row in frame.iterrows():
         dtype = str(row["dtype"])
-        metrics = evaluate(compile_model(row_config(row)), hardware, precision_of(dtype),
+        metrics = evaluate(compile_model(row_config(row), row_options(row)), row_hardware(row, hardware),
+                           precision_of(dtype),
                            row["batch"], row["context"], 1, calibration, e2e=False)
         out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
     return np.array(out)
@@ -158,7 +181,7 @@ def utilization(frame: pd.DataFrame, hardware: Hardware) -> pd.DataFrame:
     bytes_, flops = [], []
     for _, row in frame.iterrows():
         dtype = str(row["dtype"])
-        metrics = evaluate(compile_model(row_config(row)), hardware, precision_of(dtype),
+        metrics = evaluate(compile_model(row_config(row), row_options(row)), hardware, precision_of(dtype),
                            row["batch"], row["context"], 1, e2e=False)
         bytes_.append(float(metrics[f"{row['phase']}_bytes"]))
         flops.append(float(metrics[f"{row['phase']}_flops"]))
@@ -223,6 +246,9 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
         "step_overhead_s": c.step_overhead_s,
         "layer_overhead_s": c.layer_overhead_s,
         "corner": c.corner,
+        "attention_bandwidth_efficiency": c.attention_bandwidth_efficiency,
+        "attention_flops_efficiency": c.attention_flops_efficiency,
+        "attention_corner": c.attention_corner,
         "achieved": {"bandwidth_bytes_per_s": achieved_bw, "flops_per_s": achieved_flops},
         "measured_ceilings": {"copy_bandwidth_bytes_per_s": hw.memory_bandwidth,
                               "read_bandwidth_bytes_per_s": float(result.points["read_bandwidth"].median()),

@@ -10,16 +10,25 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 
+MARKERS = "o^sDvP"
+
+
 def _by_context(ax, points: pd.DataFrame, phase: str) -> None:
+    """One line per model variant (marker: model and KV heads) and context (colour)."""
     frame = points[points["phase"] == phase]
-    colors = plt.cm.viridis([i / max(1, frame["context"].nunique() - 1) for i in range(frame["context"].nunique())])
-    for color, (context, group) in zip(colors, frame.groupby("context")):
-        group = group.sort_values("batch")
-        ax.plot(group["batch"], group["time_s"] * 1e3, "o", color=color, label=f"S={context} measured")
+    contexts = sorted(frame["context"].unique())
+    colors = dict(zip(contexts, plt.cm.viridis([i / max(1, len(contexts) - 1) for i in range(len(contexts))])))
+    variants = list(dict.fromkeys(zip(frame["model"], frame["n_kv_heads"])))
+    for (model, kv, context), group in frame.groupby(["model", "n_kv_heads", "context"]):
+        group, marker = group.sort_values("batch"), MARKERS[variants.index((model, kv)) % len(MARKERS)]
+        ax.plot(group["batch"], group["time_s"] * 1e3, marker, color=colors[context], ms=4,
+                label=f"S={context}" if (model, kv) == variants[0] else None)
         predicted = group["heldout_predicted_s"].fillna(group["predicted_s"])
-        ax.plot(group["batch"], predicted * 1e3, "-", color=color, alpha=0.7)
+        ax.plot(group["batch"], predicted * 1e3, "-", color=colors[context], alpha=0.7, lw=1)
+    for i, (model, kv) in enumerate(variants):
+        ax.plot([], [], MARKERS[i % len(MARKERS)], color="grey", label=f"{model}, K={kv}")
     ax.set(xscale="log", yscale="log", xlabel="batch", ylabel=f"{phase} time (ms)",
-           title=f"{phase}: measured (dots) vs held-out prediction (lines)")
+           title=f"{phase}: measured (markers) vs held-out prediction (lines)")
     ax.legend(fontsize=6, ncol=2)
 
 

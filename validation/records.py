@@ -17,10 +17,11 @@ import pandas as pd
 
 COLUMNS = (
     "device", "device_name", "torch_version", "cuda_version", "threads", "load_average", "timing_method",
+    "matmul_kernel",
     "model", "config_hash", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
-    "dtype", "phase", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
+    "dtype", "phase", "attention", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
     "predicted_ideal_s", "predicted_max_batch", "copy_bandwidth", "read_bandwidth",
-    "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "timestamp",
+    "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "ceiling_drift", "timestamp",
 )
 KEY = ("model", "config_hash", "n_kv_heads", "dtype", "phase", "batch", "context")
 OK, DOES_NOT_FIT = "ok", "does-not-fit"
@@ -105,8 +106,8 @@ def load_frame(paths) -> pd.DataFrame:
     if not rows:
         raise ValueError(f"measurements: no rows in {', '.join(str(p) for p in paths)}")
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    text = {"device", "device_name", "torch_version", "cuda_version", "timing_method", "model", "config_hash",
-            "dtype", "phase", "status", "timestamp"}
+    text = {"device", "device_name", "torch_version", "cuda_version", "timing_method", "matmul_kernel", "model",
+            "config_hash", "attention", "dtype", "phase", "status", "timestamp"}
     for column in set(COLUMNS) - text:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

@@ -1,6 +1,7 @@
 """Sweeps that lose nothing: every finished point is one flushed CSV row; a rerun skips them.
 
-Order: KV-head variant, dtype, context, batch; decode then prefill at each point. A point that
+Order: KV-head variant, dtype, context, batch; decode then prefill at each point. With a probe
+(validation.probe, the CPU default), the ceilings are measured around every point. A point that
 runs out of memory (or that the library predicts cannot fit) is recorded as does-not-fit with the
 predicted capacity, and larger batches at that context are not tried. Ctrl-C loses nothing:
 rows already written stay, the interrupted point is simply not there.
@@ -8,6 +9,7 @@ rows already written stay, the interrupted point is simply not there.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -23,7 +25,8 @@ from roofline.inference import evaluate
 
 from . import records
 from .ceilings import Ceilings
-from .decoder import build_decoder
+from .decoder import attention_kernel, build_decoder, matmul_kernel
+from .probe import SteadyProbe
 from .timing import time_on
 
 DECODE, PREFILL = "decode", "prefill"
@@ -61,7 +64,8 @@ def device_slug(device: str) -> str:
 
 def environment(device: str) -> dict:
     return {"device": device, "device_name": device_name(device), "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda or "", "threads": torch.get_num_threads()}
+            "cuda_version": torch.version.cuda or "", "threads": torch.get_num_threads(),
+            "matmul_kernel": matmul_kernel(device)}
 
 
 def free_memory(device: str) -> float:
@@ -112,11 +116,15 @@ class Progress:
         print(f", {outcome}", file=self.stream, flush=True)
 
 
-def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progress | None = None) -> dict:
-    """Measure every point not already in `path`; returns counts of rows written by status."""
+def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progress | None = None,
+              probe: SteadyProbe | None = None) -> dict:
+    """Measure every point not already in `path`; returns counts of rows written by status.
+
+    ceilings: measured once, for predictions and for rows without a probe; probe: measures them
+    again around each point, on a steady machine."""
     finished = {records.point_key(row) for row in records.repair(path)}
     hardware = measured_hardware(spec.device, ceilings)
-    base = {**environment(spec.device), **ceilings.as_row(),
+    base = {**environment(spec.device), **ceilings.as_row(), "ceiling_drift": "",  # "": not probed
             "timing_method": "cuda-graph+events" if spec.device == "cuda" else "perf_counter"}
     todo = points(spec)
     progress = progress or Progress(2 * len(todo))
@@ -135,6 +143,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
             predicted = evaluate(compiled, hardware, precision, batch, context, 1, e2e=False)
             for phase in (DECODE, PREFILL):
                 row = {**base, **identity, "phase": phase, "batch": batch, "context": context,
+                       "attention": attention_kernel(spec.device, phase, dtype),
                        "predicted_max_batch": int(predicted["max_batch"]),
                        "predicted_ideal_s": float(predicted["tpot_s" if phase == DECODE else "ttft_s"])}
                 if records.point_key(row) in finished or (phase == PREFILL and batch * context > spec.prefill_token_limit):
@@ -145,6 +154,8 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
                 need = float(predicted["memory_bytes"]) - compiled.params * precision.weight_bytes
                 if context in too_big or need > 1.05 * free_memory(spec.device):
                     outcome = _does_not_fit(row)
+                elif probe:
+                    outcome = probe.around(functools.partial(_measure, model, spec, phase, batch, context, row))
                 else:
                     outcome = _measure(model, spec, phase, batch, context, row)
                 if outcome["status"] == records.DOES_NOT_FIT:
