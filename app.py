@@ -623,7 +623,9 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}")
     flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
     st.caption(f"Fitted on {points['device_name'].iloc[0]}: bandwidth {fitted['bandwidth_efficiency']:.0%} and FLOP/s "
-               f"{flops} of the measured ceilings, overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
+               f"{flops} of the measured ceilings (attention kernels: {fitted['attention_bandwidth_efficiency']:.0%} "
+               f"and {fitted['attention_flops_efficiency']:.0%} of those), "
+               f"overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
                f"{fmt_seconds(fitted['layer_overhead_s'])} per layer. Predictions use the measured model and device, "
                "not the sidebar's.")
     shown = points.assign(measured_s=points["time_s"], label=points["phase"],
