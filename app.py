@@ -602,7 +602,9 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
 
 
 def page_validation(analysis: Analysis | None, setup: Setup) -> None:
-    files = sorted(MEASUREMENTS_DIR.glob("*.csv"))
+    fitted_from = {Path(name).name for raw in calibrations.committed_calibrations().values()
+                   for name in (raw.get("fit") or {}).get("sources") or []}
+    files = sorted(MEASUREMENTS_DIR.glob("*.csv"), key=lambda p: (p.name not in fitted_from, p.name))  # calibrated first
     if not files:
         st.info("No measurements yet: run `roofline validate` (see validation/README.md); its CSVs in "
                 "data/measurements/ show up here.")

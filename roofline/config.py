@@ -118,6 +118,19 @@ class ModelConfig:
         return cls(name=name, family=family, source_hash=digest, **fields)
 
 
+# What a validation measurement records of its model: a Llama-shaped decoder, MoE optional (Mixtral-style).
+MEASURED_DIMS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
+MEASURED_MOE_DIMS = ("n_experts", "top_k", "d_expert")  # 0 (or absent, in files before them): dense
+
+
+def measured_config(name: str, dims: dict) -> ModelConfig:
+    """The model a measurement row describes, from its recorded dimensions."""
+    present = lambda value: value is not None and value == value and value != ""  # noqa: E731 (NaN: an empty cell)
+    moe = {f: int(dims[f]) if present(dims.get(f)) else 0 for f in MEASURED_MOE_DIMS}
+    family = "mixtral" if moe["n_experts"] else "llama"
+    return ModelConfig(name=name, family=family, **{f: int(dims[f]) for f in MEASURED_DIMS}, **moe)
+
+
 def _require(hf: dict, key: str, name: str):
     value = hf.get(key)
     if value is None:

@@ -22,7 +22,7 @@ import sympy as sp
 from . import __version__, crossovers, derivations
 from .api import Analysis, analyze, sweep
 from .bounds import IDEAL, Calibration
-from .config import ModelConfig, bundled_models, load_model
+from .config import MEASURED_DIMS, MEASURED_MOE_DIMS, ModelConfig, bundled_models, load_model, measured_config
 from .fmt import fmt_rate, fmt_seconds
 from .hardware import Hardware, load_hardware
 from .model import parameter_count
@@ -334,18 +334,16 @@ def _whatifs(config, hw, precision, analysis, inputs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-MEASURED_DIMS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
-
-
 def _validation(given: ValidationInput) -> Validation:
     """Each measured step time against the library's prediction for the measured model (ideal, calibrated)."""
     rows = given.measurements
     if rows is None or not len(rows):
         return Validation(given, None)
     parts = []
-    for key, group in rows.groupby(["model", *MEASURED_DIMS, "dtype", "phase", "context"], sort=True):
-        name, dims, (dtype, phase, context) = key[0], key[1:-3], key[-3:]
-        config = ModelConfig(name=str(name), family="llama", **{f: int(v) for f, v in zip(MEASURED_DIMS, dims)})
+    dims = (*MEASURED_DIMS, *MEASURED_MOE_DIMS)
+    for key, group in rows.groupby(["model", *dims, "dtype", "phase", "context"], sort=True):
+        name, values, (dtype, phase, context) = key[0], key[1:-3], key[-3:]
+        config = measured_config(str(name), dict(zip(dims, values)))
         precision, metric = Precision(dtype, dtype, dtype), "tpot_s" if phase == "decode" else "ttft_s"
         run = {"batch": group["batch"].to_numpy(), "prompt": int(context), "gen": 1, "precision": precision}
         ideal = analyze(config, given.reference, **run).metrics[metric].to_numpy()

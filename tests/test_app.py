@@ -14,6 +14,7 @@ import sympy as sp  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from roofline import analyze, load_model  # noqa: E402
+from roofline import calibration as calibrations  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
@@ -290,7 +291,11 @@ def test_validation_view_shows_the_fits_held_out_error():
     at = start()
     at.radio(key="page").set_value("Validation").run()
     clean(at)
-    summary = fit.fit(records.load_frame([files[0]]), files[0].stem).summary
+    shown = Path(at.selectbox(key="measurements").value)
+    fitted_from = {Path(n).name for raw in calibrations.committed_calibrations().values()
+                   for n in (raw.get("fit") or {}).get("sources") or []}
+    assert shown.name in fitted_from or not fitted_from  # a committed calibration's own data comes first
+    summary = fit.fit(records.load_frame([shown]), shown.stem).summary
     assert metric(at, "decode: held-out median |error|") == f"{summary['decode']['heldout_median_abs_err']:.1%}"
 
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from roofline import ModelConfig
+from roofline import ModelConfig, load_model
 from validation.decoder import build_decoder
 
 transformers = pytest.importorskip("transformers")
@@ -31,10 +31,10 @@ def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
             theirs.self_attn.k_proj.weight.copy_(k)
             theirs.self_attn.v_proj.weight.copy_(v)
             theirs.self_attn.o_proj.weight.copy_(mine.o.weight)
-            gate, up = mine.gate_up.weight.split((Fd, Fd))
+            gate, up = mine.mlp.gate_up.weight.split((Fd, Fd))
             theirs.mlp.gate_proj.weight.copy_(gate)
             theirs.mlp.up_proj.weight.copy_(up)
-            theirs.mlp.down_proj.weight.copy_(mine.down.weight)
+            theirs.mlp.down_proj.weight.copy_(mine.mlp.down.weight)
             theirs.input_layernorm.weight.copy_(mine.attn_norm)
             theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
     return hf
@@ -74,8 +74,67 @@ def test_a_chunk_after_cached_tokens_matches_one_long_prefill():
 
 
 def test_unsupported_architectures_are_refused_by_name():
-    with pytest.raises(ValueError, match="MoE"):
-        build_decoder(TINY.with_overrides(n_experts=4, top_k=2, d_expert=32))
+    with pytest.raises(ValueError, match="shared experts"):
+        build_decoder(TINY.with_overrides(n_experts=4, top_k=2, d_expert=32, n_shared_experts=1, layer_mlp=()))
+    with pytest.raises(ValueError, match="MLA"):
+        build_decoder(load_model("deepseek-v2-lite").with_overrides(n_layers=1, layer_attention=(), layer_mlp=()))
+
+
+MOE = TINY.with_overrides(name="tiny-moe", n_experts=6, top_k=2, d_expert=40, layer_mlp=())  # every layer MoE
+
+
+def mixtral_twin(config: ModelConfig, ours) -> torch.nn.Module:
+    """Hugging Face's Mixtral with our weights: attention as in Llama, experts stacked (E, 2Fe, D)."""
+    hf_config = transformers.MixtralConfig(
+        hidden_size=config.d_model, num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
+        num_key_value_heads=config.n_kv_heads, head_dim=config.head_dim, intermediate_size=config.d_expert,
+        num_local_experts=config.n_experts, num_experts_per_tok=config.top_k, vocab_size=config.vocab_size,
+        rms_norm_eps=ours.eps, rope_theta=ours.rope_theta, sliding_window=None, tie_word_embeddings=False,
+        attn_implementation="eager")
+    hf = transformers.MixtralForCausalLM(hf_config).eval()
+    H, N, K = config.head_dim, config.n_heads, config.n_kv_heads
+    with torch.no_grad():
+        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
+        hf.model.norm.weight.copy_(ours.final_norm)
+        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        for mine, theirs in zip(ours.layers, hf.model.layers):
+            q, k, v = mine.qkv.weight.split((N * H, K * H, K * H))
+            for proj, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", mine.o.weight)):
+                getattr(theirs.self_attn, proj).weight.copy_(weight)
+            theirs.mlp.gate.weight.copy_(mine.mlp.router.weight)
+            for e, expert in enumerate(mine.mlp.experts):
+                theirs.mlp.experts.gate_up_proj[e].copy_(expert.gate_up.weight)
+                theirs.mlp.experts.down_proj[e].copy_(expert.down.weight)
+            theirs.input_layernorm.weight.copy_(mine.attn_norm)
+            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+    return hf
+
+
+def test_moe_prefill_and_decode_logits_match_hugging_face_mixtral():
+    ours = build_decoder(MOE, "fp32", seed=11)
+    hf = mixtral_twin(MOE, ours)
+    batch, prompt, steps = 3, 7, 3
+    tokens = torch.randint(0, MOE.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(12))
+    ours.allocate_cache(batch, prompt + steps)
+    with torch.no_grad():
+        out = hf(tokens[:, :prompt], use_cache=True)
+        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
+        cache = out.past_key_values
+        for j in range(prompt, prompt + steps):
+            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+
+
+def test_a_moe_step_runs_only_the_experts_its_tokens_chose(monkeypatch):
+    ours = build_decoder(MOE.with_overrides(n_layers=1, layer_attention=(), layer_mlp=()), "fp32", seed=13)
+    ran = []
+    for e, expert in enumerate(ours.layers[0].mlp.experts):
+        monkeypatch.setattr(expert, "forward", lambda x, e=e, f=expert.forward: ran.append(e) or f(x))
+    ours.allocate_cache(1, 4)
+    with torch.no_grad():
+        ours(torch.tensor([[5]]), start=3)
+    assert len(ran) == MOE.top_k == len(set(ran))  # batch 1: k experts, each once
 
 
 def matmul_attention(q, keys, values):

@@ -1,7 +1,7 @@
 """The roofs of the device at hand, measured: copy bandwidth and large-GEMM FLOP/s per dtype.
 
 The GEMM runs through the decoder's own `Linear`, so the FLOP/s roof is the one its kernel can reach
-(on a CPU, oneDNN on a packed weight runs twice as fast as torch.matmul's MKL path; see decoder.Linear).
+(on a CPU, oneDNN on a packed weight runs twice as fast as torch.matmul's MKL path; see linear.Linear).
 
 Copy bandwidth counts bytes read plus bytes written (2 x buffer) of a large device-to-device copy.
 A read-only stream (a sum) is measured too: on CPUs a decode step mostly reads, and a read stream
@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .decoder import DTYPES, Linear, torch_dtype
+from .decoder import DTYPES, torch_dtype
+from .linear import Linear
 from .timing import time_on
 
 SIZES = {"cpu": dict(copy_bytes=512 * 2**20, gemm_n=2048, repeats=10),

@@ -23,6 +23,10 @@ PRESETS = {
     # per-layer cost (Python, dispatch, kernel calls) the fit must tell apart from bandwidth.
     "cpu-overhead": ModelConfig(name="cpu-overhead", family="llama", d_model=64, n_layers=8, n_heads=4, n_kv_heads=1,
                                 head_dim=16, d_ff=128, vocab_size=256),
+    # cpu-small with Mixtral-style MoE MLPs: 8 experts of half the width, 2 per token. Its decode
+    # reads the experts the batch touches, E (1 - (1 - k/E)^B) of them (2 at B = 1, ~7.2 at B = 8).
+    "cpu-moe": ModelConfig(name="cpu-moe", family="mixtral", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
+                           head_dim=64, d_ff=1408, vocab_size=32000, n_experts=8, top_k=2, d_expert=1408),
     "tiny": ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                         d_ff=128, vocab_size=256),
 }
@@ -116,6 +120,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plots", help="PNG path for the figures (default: next to the first CSV)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the fit summary as JSON")
+    parser.add_argument("--score", metavar="CALIBRATION.yaml",
+                        help="fit nothing: predict every row with this calibration (fitted on other "
+                             "measurements of the same device, hardware: measured) and report the error")
 
 
 def datasheet_for(device: str, device_name: str, choice: str | None):
@@ -138,6 +145,8 @@ def run_fit(args: argparse.Namespace) -> int:
     if missing:
         raise ValueError(f"fit: no such file {', '.join(missing)}")
     frame = records.load_frame(paths)
+    if args.score:
+        return score_calibration(frame, Path(args.score), args.json)
     first = frame.iloc[0]
     slug = records.device_slug_of(str(first["device"]), str(first["device_name"]))
     result = fit(frame, slug)
@@ -163,6 +172,26 @@ def run_fit(args: argparse.Namespace) -> int:
             "by_phase": {k: v for k, v in summary.items() if isinstance(v, dict)}}, indent=2))
     else:
         print(report(result, document, out))
+    return 0
+
+
+def score_calibration(frame, path: Path, as_json: bool) -> int:
+    from roofline.calibration import calibration_from_dict, read_calibration_file
+
+    from .fit import score
+    document = read_calibration_file(path)
+    if document.get("hardware") != "measured":
+        raise ValueError(f"--score {str(path)!r}: its fractions are of {document.get('hardware')!r}'s datasheet; "
+                         "scoring applies fractions of the measured ceilings (a fit with hardware: measured)")
+    result = score(frame, calibration_from_dict(document, path.stem))
+    phases = {k: v for k, v in result.summary.items() if isinstance(v, dict)}
+    if as_json:
+        print(json.dumps({"n_points": len(result.points), "calibration_file": str(path), "by_phase": phases}, indent=2))
+        return 0
+    print(f"{len(result.points)} points predicted with {path} (nothing refitted)")
+    for phase, s in phases.items():
+        print(f"  {phase}: |error| median {s['heldout_median_abs_err']:.1%}, p90 {s['heldout_p90_abs_err']:.1%} "
+              f"({s['n_points']} points)")
     return 0
 
 

@@ -1,9 +1,10 @@
 """The decode under test: a minimal Llama-style decoder with a static KV cache, random weights.
 
-Built from a `roofline.ModelConfig` (MHA/GQA/MQA with explicit head_dim, gated SiLU MLP, RMSNorm,
-rope). Left out: MoE, MLA, sliding windows, biases, LayerNorm and learned positions (the config
-is refused with a ValueError). Q, K, V and gate/up are fused into one matmul each, as serving
-engines run them, so a decode step at batch 1 is a handful of weight-streaming GEMVs per layer.
+Built from a `roofline.ModelConfig` (MHA/GQA/MQA with explicit head_dim, gated SiLU MLP or
+Mixtral-style MoE (validation/mlp.py), RMSNorm, rope). Left out: MLA, sliding windows, shared
+experts, router biases, biases, LayerNorm and learned positions (the config is refused with a
+ValueError). Q, K, V and gate/up are fused into one matmul each, as serving engines run them, so a
+decode step at batch 1 is a handful of weight-streaming GEMVs per layer.
 """
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from torch import nn
 from roofline import ModelConfig
 
 from . import native_attention
+from .linear import Linear
+from .mlp import mlp_of
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def check_supported(config: ModelConfig) -> None:
-    unsupported = {"MoE": config.n_experts, "MLA": config.kv_lora_rank, "sliding window": config.window,
+    unsupported = {"shared experts": config.n_shared_experts, "router bias": config.router_bias,
+                   "MLA": config.kv_lora_rank, "sliding window": config.window,
                    "LayerNorm": config.layer_norm, "plain (ungated) MLP": not config.gated_mlp,
                    "biases": config.qkv_bias or config.out_bias or config.mlp_bias,
                    "learned positions": config.learned_positions, "cross-layer KV": config.cla_factor > 1,
@@ -61,40 +65,6 @@ def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.
     return torch.softmax(scores, dim=-1).to(q.dtype) @ values  # (B, K, G, H)
 
 
-def onednn_linear_available() -> bool:
-    try:
-        torch.ops.mkldnn._linear_pointwise  # noqa: B018 (looked up: absent on builds without oneDNN)
-    except (AttributeError, RuntimeError):
-        return False
-    return torch.backends.mkldnn.is_available()
-
-
-class Linear(nn.Linear):
-    """nn.Linear whose CPU matmul runs oneDNN on a prepacked copy of the weight.
-
-    Why: torch 2.13 sends a CPU F.linear with few rows to MKL, which runs it on one thread and, on
-    the 2-core EPYC we measure on, streams 21 GB/s at 1 row and 11-15 GB/s at 2-16 rows. oneDNN on
-    a blocked copy of the same weight (the kernel torch.compile's CPU freezing uses) streams at the
-    read bandwidth of the machine (~50-75 GB/s) at 1-8 rows and runs a large GEMM at ~500 GFLOP/s
-    against MKL's ~225. The copy is repacked whenever the weight changes (its version counter),
-    so weights copied in after construction are seen. GPUs and builds without oneDNN use F.linear.
-    """
-
-    PACKING_ROWS = 64  # oneDNN's batch hint: 16 to 256 rows measured the same at 1-256 rows; 1 is 25% slower
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or not ONEDNN_LINEAR:
-            return super().forward(x)
-        stamp = (self.weight.data_ptr(), self.weight._version)
-        if getattr(self, "_packed_stamp", None) != stamp:
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), self.PACKING_ROWS)
-            self._packed_stamp = stamp
-        return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
-
-
-ONEDNN_LINEAR = onednn_linear_available()
-
-
 def attention_kernel(device: str, phase: str, dtype: str) -> str:
     """How the decoder's attention runs, as roofline.Options names it (recorded with every measurement):
     decode on the CPU materializes the scores unless the native fp32 kernel runs; the rest is SDPA's flash."""
@@ -102,22 +72,16 @@ def attention_kernel(device: str, phase: str, dtype: str) -> str:
     return "eager" if device == "cpu" and phase == "decode" and not native else "flash"
 
 
-def matmul_kernel(device: str) -> str:
-    """What runs the decoder's projections on `device` (recorded with every measurement)."""
-    return "onednn-packed" if device == "cpu" and ONEDNN_LINEAR else "torch-linear"
-
-
 class Layer(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, mlp_kind: str):
         super().__init__()
-        D, N, K, H, Fd = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim, config.d_ff
+        D, N, K, H = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
         self.N, self.K, self.H = N, K, H
         self.attn_norm = nn.Parameter(torch.ones(D))
         self.qkv = Linear(D, (N + 2 * K) * H, bias=False)  # [Q|K|V] = X @ W_qkv
         self.o = Linear(N * H, D, bias=False)
         self.mlp_norm = nn.Parameter(torch.ones(D))
-        self.gate_up = Linear(D, 2 * Fd, bias=False)  # [G|U] = X @ W_gate_up
-        self.down = Linear(Fd, D, bias=False)
+        self.mlp = mlp_of(config, mlp_kind)
 
     def forward(self, x, cos, sin, k_cache, v_cache, start: int, eps: float):
         """x (B, T, D); the T new keys go to cache positions start .. start+T-1."""
@@ -142,8 +106,7 @@ class Layer(nn.Module):
                 mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
                 out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=K != N)
         x = x + self.o(out.reshape(B, N, T, H).transpose(1, 2).reshape(B, T, N * H))
-        gate, up = self.gate_up(rms_norm(x, self.mlp_norm, eps)).chunk(2, dim=-1)
-        return x + self.down(F.silu(gate) * up)
+        return x + self.mlp(rms_norm(x, self.mlp_norm, eps))
 
 
 class Decoder(nn.Module):
@@ -154,7 +117,7 @@ class Decoder(nn.Module):
         check_supported(config)
         self.config, self.rope_theta, self.eps = config, rope_theta, eps
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.layers = nn.ModuleList(Layer(config) for _ in range(config.n_layers))
+        self.layers = nn.ModuleList(Layer(config, kind) for kind in config.layer_mlp)
         self.final_norm = nn.Parameter(torch.ones(config.d_model))
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tied_embeddings:

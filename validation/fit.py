@@ -21,6 +21,7 @@ import pandas as pd
 
 from roofline import Hardware, ModelConfig, Options, Precision
 from roofline.bounds import Calibration, Roofs, step_times
+from roofline.config import measured_config
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
 
@@ -45,8 +46,7 @@ class Group:
 
 
 def row_config(row) -> ModelConfig:
-    return ModelConfig(name=str(row["model"]), family="llama", **{f: int(row[f]) for f in (
-        "d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")})
+    return measured_config(str(row["model"]), dict(row))
 
 
 def row_options(row) -> Options:
@@ -214,6 +214,19 @@ def fit(frame: pd.DataFrame, name: str) -> FitResult:
     ok["heldout_predicted_s"] = heldout
     ok["heldout_error"] = ok["heldout_predicted_s"] / ok["time_s"] - 1
     ok["insample_error"] = ok["predicted_s"] / ok["time_s"] - 1
+    return FitResult(calibration, hardware, ok, summarize(ok))
+
+
+def score(frame: pd.DataFrame, calibration: Calibration) -> FitResult:
+    """A calibration fitted on other measurements (fractions of the measured ceilings), applied to
+    each row's own ceilings: nothing is refitted, so every point is held out (a transfer test)."""
+    ok = frame[frame["status"] == records.OK].reset_index(drop=True)
+    if ok.empty:
+        raise ValueError("fit: no measured (status ok) rows")
+    hardware = measured_hardware(ok)
+    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, calibration))
+    ok["heldout_predicted_s"] = ok["predicted_s"]
+    ok["heldout_error"] = ok["insample_error"] = ok["predicted_s"] / ok["time_s"] - 1
     return FitResult(calibration, hardware, ok, summarize(ok))
 
 

@@ -19,6 +19,7 @@ COLUMNS = (
     "device", "device_name", "torch_version", "cuda_version", "threads", "load_average", "timing_method",
     "matmul_kernel",
     "model", "config_hash", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
+    "n_experts", "top_k", "d_expert",
     "dtype", "phase", "attention", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
     "predicted_ideal_s", "predicted_max_batch", "copy_bandwidth", "read_bandwidth",
     "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "ceiling_drift", "timestamp",
@@ -37,27 +38,28 @@ def point_key(row: dict) -> tuple:
     return tuple(str(row[k]) for k in KEY)
 
 
-def _parse(text: str, path: Path) -> tuple[list[dict], int]:
-    """Rows of the file and the byte length of its valid part."""
+def _parse(text: str, path: Path, appending: bool) -> tuple[list[dict], int]:
+    """Rows of the file and the byte length of its valid part. A file from an earlier version (a
+    subset of today's columns) reads with the new columns empty, but is not appended to."""
     lines = text.splitlines(keepends=True)
     if not lines:
         return [], 0
-    header = next(csv.reader([lines[0]]))
-    if tuple(header) != COLUMNS:
+    header = tuple(next(csv.reader([lines[0]])))
+    if header != COLUMNS and (appending or set(header) - set(COLUMNS)):
         raise ValueError(f"measurements {str(path)!r}: header does not match this version's columns; "
                          f"start a new file (--out) instead of resuming")
     rows, valid = [], len(lines[0].encode())
     for number, line in enumerate(lines[1:], start=2):
         fields = next(csv.reader([line]), [])
-        broken = not line.endswith("\n") or len(fields) != len(COLUMNS)
+        broken = not line.endswith("\n") or len(fields) != len(header)
         if broken and number == len(lines):
             warnings.warn(f"measurements {str(path)!r}: dropped a corrupt trailing line {number} "
                           f"(an interrupted write): {line[:60]!r}", stacklevel=3)
             break
         if broken:
             raise ValueError(f"measurements {str(path)!r}: line {number} is corrupt ({len(fields)} fields, "
-                             f"expected {len(COLUMNS)})")
-        rows.append(dict(zip(COLUMNS, fields)))
+                             f"expected {len(header)})")
+        rows.append({**dict.fromkeys(COLUMNS, ""), **dict(zip(header, fields))})
         valid += len(line.encode())
     return rows, valid
 
@@ -66,7 +68,7 @@ def read_rows(path: Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    return _parse(path.read_text(), path)[0]
+    return _parse(path.read_text(), path, appending=False)[0]
 
 
 def repair(path: Path) -> list[dict]:
@@ -74,7 +76,7 @@ def repair(path: Path) -> list[dict]:
     path = Path(path)
     if not path.is_file():
         return []
-    rows, valid = _parse(path.read_text(), path)
+    rows, valid = _parse(path.read_text(), path, appending=True)
     if valid < path.stat().st_size:
         with open(path, "r+b") as handle:
             handle.truncate(valid)

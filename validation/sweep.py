@@ -20,12 +20,14 @@ from pathlib import Path
 import torch
 
 from roofline import Hardware, ModelConfig, Precision
+from roofline.config import MEASURED_DIMS, MEASURED_MOE_DIMS, MOE
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
 
 from . import records
 from .ceilings import Ceilings
-from .decoder import attention_kernel, build_decoder, matmul_kernel
+from .decoder import attention_kernel, build_decoder
+from .linear import matmul_kernel
 from .probe import SteadyProbe
 from .timing import time_on
 
@@ -132,8 +134,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     for n_kv_heads, dtype in dict.fromkeys((k, d) for k, d, _, _ in todo):
         config = spec.model.with_overrides(n_kv_heads=n_kv_heads)
         identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
-                    **{f: getattr(config, f) for f in ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim",
-                                                       "d_ff", "vocab_size")}}
+                    **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_MOE_DIMS)}}
         model = build_decoder(config, dtype, spec.device)
         compiled, precision = compile_model(config), Precision(weights=dtype, activations=dtype, kv=dtype)
         too_big = set()  # contexts where a smaller batch already did not fit
@@ -188,7 +189,8 @@ def _measure(model, spec: SweepSpec, phase: str, batch: int, context: int, row: 
             if phase == DECODE:
                 model.allocate_cache(batch, context + 1)
                 tokens = torch.randint(0, model.config.vocab_size, (batch, 1), device=device)
-                timing = time_on(device, lambda: model(tokens, start=context), spec.steps, warmup=2)
+                graph_safe = MOE not in model.config.layer_mlp  # routing picks experts on the host
+                timing = time_on(device, lambda: model(tokens, start=context), spec.steps, warmup=2, graph=graph_safe)
             else:
                 model.allocate_cache(batch, context)
                 tokens = torch.randint(0, model.config.vocab_size, (batch, context), device=device)
