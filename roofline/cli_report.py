@@ -16,7 +16,7 @@ import pandas as pd
 from .bounds import Calibration
 from .calibration import CALIBRATION_DIR, calibration_from_dict, read_calibration_file
 from .hardware import DATA_DIR, Hardware, load_hardware
-from .config import MEASURED_DIMS, MEASURED_MOE_DIMS
+from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from .report import DEFAULTS, ValidationInput, build_study
 from .report_render import html, markdown, results_frame, results_json
 
@@ -99,8 +99,8 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
             raise ValueError(f"measurements {str(path)!r}: missing columns {', '.join(missing)}")
         if "status" in frame.columns:
             frame = frame[frame["status"] == "ok"]
-        moe = frame.reindex(columns=list(MEASURED_MOE_DIMS)).fillna(0)  # dense rows, and files from before MoE
-        frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna().join(moe))
+        optional = frame.reindex(columns=list(MEASURED_OPTIONAL_DIMS)).fillna(0)  # none, or a file from before them
+        frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna().join(optional))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
 
 

@@ -118,17 +118,23 @@ class ModelConfig:
         return cls(name=name, family=family, source_hash=digest, **fields)
 
 
-# What a validation measurement records of its model: a Llama-shaped decoder, MoE optional (Mixtral-style).
+# What a validation measurement records of its model: a Llama-shaped decoder, optionally with
+# Mixtral-style MoE on every layer and a Mistral-style window on every layer.
 MEASURED_DIMS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
-MEASURED_MOE_DIMS = ("n_experts", "top_k", "d_expert")  # 0 (or absent, in files before them): dense
+MEASURED_OPTIONAL_DIMS = ("n_experts", "top_k", "d_expert", "window")  # 0 (or absent, in older files): none
 
 
 def measured_config(name: str, dims: dict) -> ModelConfig:
     """The model a measurement row describes, from its recorded dimensions."""
     present = lambda value: value is not None and value == value and value != ""  # noqa: E731 (NaN: an empty cell)
-    moe = {f: int(dims[f]) if present(dims.get(f)) else 0 for f in MEASURED_MOE_DIMS}
-    family = "mixtral" if moe["n_experts"] else "llama"
-    return ModelConfig(name=name, family=family, **{f: int(dims[f]) for f in MEASURED_DIMS}, **moe)
+    optional = {f: int(dims[f]) if present(dims.get(f)) else 0 for f in MEASURED_OPTIONAL_DIMS}
+    family = "mixtral" if optional["n_experts"] else "mistral" if optional["window"] else "llama"
+    return ModelConfig(name=name, family=family, **{f: int(dims[f]) for f in MEASURED_DIMS}, **optional)
+
+
+def uniform_layers(config: ModelConfig) -> bool:
+    """Whether every layer has the same attention and MLP kind (what a measurement row can record)."""
+    return len(set(config.layer_attention)) == 1 and len(set(config.layer_mlp)) == 1
 
 
 def _require(hf: dict, key: str, name: str):

@@ -22,7 +22,7 @@ import sympy as sp
 from . import __version__, crossovers, derivations
 from .api import Analysis, analyze, sweep
 from .bounds import IDEAL, Calibration
-from .config import MEASURED_DIMS, MEASURED_MOE_DIMS, ModelConfig, bundled_models, load_model, measured_config
+from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, bundled_models, load_model, measured_config
 from .fmt import fmt_rate, fmt_seconds
 from .hardware import Hardware, load_hardware
 from .model import parameter_count
@@ -340,7 +340,7 @@ def _validation(given: ValidationInput) -> Validation:
     if rows is None or not len(rows):
         return Validation(given, None)
     parts = []
-    dims = (*MEASURED_DIMS, *MEASURED_MOE_DIMS)
+    dims = (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)
     for key, group in rows.groupby(["model", *dims, "dtype", "phase", "context"], sort=True):
         name, values, (dtype, phase, context) = key[0], key[1:-3], key[-3:]
         config = measured_config(str(name), dict(zip(dims, values)))

@@ -80,6 +80,30 @@ def test_unsupported_architectures_are_refused_by_name():
         build_decoder(load_model("deepseek-v2-lite").with_overrides(n_layers=1, layer_attention=(), layer_mlp=()))
 
 
+def test_sliding_window_logits_match_hugging_face_mistral():
+    """W = 4 over a 7-token prompt and 4 decode steps: the window masks prefill and trims decode."""
+    config = TINY.with_overrides(name="tiny-window", window=4, layer_attention=())
+    ours = build_decoder(config, "fp32", seed=21)
+    twin = hugging_face_twin(config.with_overrides(window=0, layer_attention=()), ours)  # Llama's weights ...
+    hf_config = transformers.MistralConfig(**{**twin.config.to_dict(), "sliding_window": 4, "architectures": None})
+    hf_config._attn_implementation = "eager"
+    hf = transformers.MistralForCausalLM(hf_config).eval()
+    hf.load_state_dict(twin.state_dict())  # ... in Mistral, whose layout is Llama's plus the window
+    batch, prompt, steps = 2, 7, 4
+    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(22))
+    ours.allocate_cache(batch, prompt + steps)
+    with torch.no_grad():
+        out = hf(tokens[:, :prompt], use_cache=True)
+        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
+        cache = out.past_key_values
+        for j in range(prompt, prompt + steps):
+            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+        full = hugging_face_twin(config.with_overrides(window=0, layer_attention=()), ours)(tokens).logits[:, -1]
+        assert not torch.allclose(ours(tokens[:, -1:], start=prompt + steps - 1), full, **TOLERANCE)  # W matters
+
+
 MOE = TINY.with_overrides(name="tiny-moe", n_experts=6, top_k=2, d_expert=40, layer_mlp=())  # every layer MoE
 
 

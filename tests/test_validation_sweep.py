@@ -102,3 +102,21 @@ def test_scoring_with_a_datasheet_calibration_is_refused_by_name(tmp_path, capsy
 def test_bad_command_line_input_is_a_one_line_error(capsys):
     assert main(["validate", "--model", "tiny", "--batches", "1,x", "--quick-ceilings"]) == 2
     assert "--batches" in capsys.readouterr().err
+
+
+def test_a_model_whose_layers_differ_is_refused_before_anything_is_measured(tmp_path):
+    mixed = PRESETS["tiny"].with_overrides(n_experts=4, top_k=2, d_expert=32, layer_mlp=("dense", "moe"))
+    with pytest.raises(ValueError, match="mix attention or MLP kinds"):
+        run(tmp_path / "m.csv", sweep.SweepSpec(**{**SPEC.__dict__, "model": mixed}))
+    assert not (tmp_path / "m.csv").exists()
+
+
+def test_rows_record_what_the_fit_needs_to_rebuild_a_window_or_moe_model(tmp_path):
+    from roofline.config import measured_config
+    for model in (PRESETS["tiny"].with_overrides(window=8, layer_attention=()),
+                  PRESETS["tiny"].with_overrides(n_experts=4, top_k=2, d_expert=32, layer_mlp=())):
+        path = tmp_path / f"{model.name}-{model.window}.csv"
+        run(path, sweep.SweepSpec(**{**SPEC.__dict__, "model": model, "batches": (1,), "contexts": (16,)}))
+        rebuilt = measured_config(model.name, records.read_rows(path)[0])
+        assert (rebuilt.layer_attention, rebuilt.layer_mlp, rebuilt.window, rebuilt.n_experts) == (
+            model.layer_attention, model.layer_mlp, model.window, model.n_experts)

@@ -1,9 +1,10 @@
 """The decode under test: a minimal Llama-style decoder with a static KV cache, random weights.
 
 Built from a `roofline.ModelConfig` (MHA/GQA/MQA with explicit head_dim, gated SiLU MLP or
-Mixtral-style MoE (validation/mlp.py), RMSNorm, rope). Left out: MLA, sliding windows, shared
-experts, router biases, biases, LayerNorm and learned positions (the config is refused with a
-ValueError). Q, K, V and gate/up are fused into one matmul each, as serving engines run them, so a
+Mixtral-style MoE (validation/mlp.py), RMSNorm, rope, Mistral-style sliding windows on the layers
+the config marks). Left out: MLA, shared experts, router biases, biases, LayerNorm and learned
+positions (the config is refused with a ValueError). The cache is not a ring buffer: a window
+layer keeps every key and reads its last W. Q, K, V and gate/up are fused into one matmul each, as serving engines run them, so a
 decode step at batch 1 is a handful of weight-streaming GEMVs per layer.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from roofline import ModelConfig
+from roofline.config import WINDOW
 
 from . import native_attention
 from .linear import Linear
@@ -23,7 +25,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def check_supported(config: ModelConfig) -> None:
     unsupported = {"shared experts": config.n_shared_experts, "router bias": config.router_bias,
-                   "MLA": config.kv_lora_rank, "sliding window": config.window,
+                   "MLA": config.kv_lora_rank,
                    "LayerNorm": config.layer_norm, "plain (ungated) MLP": not config.gated_mlp,
                    "biases": config.qkv_bias or config.out_bias or config.mlp_bias,
                    "learned positions": config.learned_positions, "cross-layer KV": config.cla_factor > 1,
@@ -73,8 +75,9 @@ def attention_kernel(device: str, phase: str, dtype: str) -> str:
 
 
 class Layer(nn.Module):
-    def __init__(self, config: ModelConfig, mlp_kind: str):
+    def __init__(self, config: ModelConfig, attention_kind: str, mlp_kind: str):
         super().__init__()
+        self.window = config.window if attention_kind == WINDOW else 0  # 0: every earlier key is visible
         D, N, K, H = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
         self.N, self.K, self.H = N, K, H
         self.attn_norm = nn.Parameter(torch.ones(D))
@@ -92,18 +95,21 @@ class Layer(nn.Module):
         k = rotate(k.view(B, T, K, H).transpose(1, 2), cos, sin)
         k_cache[:, :, start:start + T] = k
         v_cache[:, :, start:start + T] = v.view(B, T, K, H).transpose(1, 2)
-        keys, values = k_cache[:, :, :start + T], v_cache[:, :, :start + T]
+        first = max(0, start + 1 - self.window) if self.window and T == 1 else 0  # decode: the last W keys
+        keys, values = k_cache[:, :, first:start + T], v_cache[:, :, first:start + T]
         if T == 1:
             # Decode: the G = N/K query heads sharing a KV head become G queries of that head, so
-            # the cache is read once, never repeated to N heads; every cached key is visible.
+            # the cache is read once, never repeated to N heads; a window layer reads its last W keys.
             out = grouped_decode_attention(q.reshape(B, K, N // K, H), keys, values)
         else:
             if x.is_cuda and K != N:  # expanded to N heads, so the flash kernel is eligible (32k prefill)
                 keys, values = keys.repeat_interleave(N // K, dim=1), values.repeat_interleave(N // K, dim=1)
-            if start == 0:
+            if start == 0 and not self.window:
                 out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=K != N)
-            else:  # a chunk after cached tokens: query i sees keys up to start + i
+            else:  # query i (position start + i) sees keys up to start + i, the last W of them in a window
                 mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
+                if self.window:
+                    mask &= ~torch.ones_like(mask).tril(start - self.window)
                 out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=K != N)
         x = x + self.o(out.reshape(B, N, T, H).transpose(1, 2).reshape(B, T, N * H))
         return x + self.mlp(rms_norm(x, self.mlp_norm, eps))
@@ -117,7 +123,8 @@ class Decoder(nn.Module):
         check_supported(config)
         self.config, self.rope_theta, self.eps = config, rope_theta, eps
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.layers = nn.ModuleList(Layer(config, kind) for kind in config.layer_mlp)
+        self.layers = nn.ModuleList(Layer(config, attention, mlp)
+                                    for attention, mlp in zip(config.layer_attention, config.layer_mlp))
         self.final_norm = nn.Parameter(torch.ones(config.d_model))
         self.lm_head = Linear(config.d_model, config.vocab_size, bias=False)
         if config.tied_embeddings:

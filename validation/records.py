@@ -19,7 +19,7 @@ COLUMNS = (
     "device", "device_name", "torch_version", "cuda_version", "threads", "load_average", "timing_method",
     "matmul_kernel",
     "model", "config_hash", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
-    "n_experts", "top_k", "d_expert",
+    "n_experts", "top_k", "d_expert", "window",
     "dtype", "phase", "attention", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
     "predicted_ideal_s", "predicted_max_batch", "copy_bandwidth", "read_bandwidth",
     "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "ceiling_drift", "timestamp",

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from roofline import Hardware, ModelConfig, Precision
-from roofline.config import MEASURED_DIMS, MEASURED_MOE_DIMS, MOE
+from roofline.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, MOE, uniform_layers
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
 
@@ -124,6 +124,9 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
 
     ceilings: measured once, for predictions and for rows without a probe; probe: measures them
     again around each point, on a steady machine."""
+    if not uniform_layers(spec.model):
+        raise ValueError(f"model {spec.model.name!r}: its layers mix attention or MLP kinds, which a measurement "
+                         "row cannot record (it keeps one window and one expert count); use a uniform model")
     finished = {records.point_key(row) for row in records.repair(path)}
     hardware = measured_hardware(spec.device, ceilings)
     base = {**environment(spec.device), **ceilings.as_row(), "ceiling_drift": "",  # "": not probed
@@ -134,7 +137,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     for n_kv_heads, dtype in dict.fromkeys((k, d) for k, d, _, _ in todo):
         config = spec.model.with_overrides(n_kv_heads=n_kv_heads)
         identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
-                    **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_MOE_DIMS)}}
+                    **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)}}
         model = build_decoder(config, dtype, spec.device)
         compiled, precision = compile_model(config), Precision(weights=dtype, activations=dtype, kv=dtype)
         too_big = set()  # contexts where a smaller batch already did not fit
