@@ -27,6 +27,10 @@ PRESETS = {
     # reads the experts the batch touches, E (1 - (1 - k/E)^B) of them (2 at B = 1, ~7.2 at B = 8).
     "cpu-moe": ModelConfig(name="cpu-moe", family="mixtral", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
                            head_dim=64, d_ff=1408, vocab_size=32000, n_experts=8, top_k=2, d_expert=1408),
+    # cpu-small with a 512-token sliding window on every layer (Mistral-style): past 512 tokens of
+    # context, decode reads no more of the cache.
+    "cpu-window": ModelConfig(name="cpu-window", family="mistral", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
+                              head_dim=64, d_ff=2816, vocab_size=32000, window=512),
     "tiny": ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                         d_ff=128, vocab_size=256),
 }
