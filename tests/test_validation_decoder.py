@@ -166,18 +166,20 @@ def matmul_attention(q, keys, values):
     return torch.softmax(scores, dim=-1) @ values
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("groups, head_dim", [(1, 64), (4, 24), (16, 128)])  # MHA, GQA, MQA-like
-def test_the_native_cpu_decode_attention_equals_softmax_attention(groups, head_dim):
+def test_the_native_cpu_decode_attention_equals_softmax_attention(groups, head_dim, dtype):
     from validation import native_attention
     if native_attention.kernel() is None:
         pytest.skip("no C compiler here: the decoder uses its matmul attention (covered by the HF tests)")
     generator = torch.Generator().manual_seed(7)
-    cache = torch.randn(2, 3, 2, 50, head_dim, generator=generator)  # (K|V, B, K, capacity, H)
+    cache = torch.randn(2, 3, 2, 50, head_dim, generator=generator).to(dtype)  # (K|V, B, K, capacity, H)
     keys, values = cache[0, :, :, :37], cache[1, :, :, :37]  # a filled prefix of a larger static cache
-    q = torch.randn(3, 2, groups, head_dim, generator=generator)
+    q = torch.randn(3, 2, groups, head_dim, generator=generator).to(dtype)
     assert native_attention.supports(q, keys)
-    torch.testing.assert_close(native_attention.decode_attention(q, keys, values),
-                               matmul_attention(q, keys, values), **TOLERANCE)
+    expected = matmul_attention(q.float(), keys.float(), values.float())  # the same bf16 inputs, in fp32
+    tolerance = TOLERANCE if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)  # the bf16 output rounding
+    torch.testing.assert_close(native_attention.decode_attention(q, keys, values).float(), expected, **tolerance)
 
 
 def test_without_the_native_kernel_decode_falls_back_to_matmuls_and_says_so(monkeypatch):

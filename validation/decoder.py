@@ -56,7 +56,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
 
 def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """q (B, K, G, H) against the cache (B, K, S, H): SDPA's flash kernel on GPU; on CPU the native
-    fp32 kernel (validation/native_attention.py), else two batched matmuls, because the CPU flash
+    kernel (validation/native_attention.py, fp32 or bf16), else two batched matmuls, because the CPU flash
     kernel measured up to 10x slower at T = 1 (torch 2.13). Scores as (K_cache @ q^T)^T: the cache
     as the row-major left operand, ~25% faster at G = 4."""
     if q.is_cuda:
@@ -69,8 +69,8 @@ def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.
 
 def attention_kernel(device: str, phase: str, dtype: str) -> str:
     """How the decoder's attention runs, as roofline.Options names it (recorded with every measurement):
-    decode on the CPU materializes the scores unless the native fp32 kernel runs; the rest is SDPA's flash."""
-    native = dtype == "fp32" and native_attention.kernel() is not None
+    decode on the CPU materializes the scores unless the native kernel runs; the rest is SDPA's flash."""
+    native = torch_dtype(dtype) in native_attention.CACHE_DTYPES and native_attention.kernel() is not None
     return "eager" if device == "cpu" and phase == "decode" and not native else "flash"
 
 

@@ -3,7 +3,7 @@
 Built with the machine's C compiler (cc -O3 -march=native -ffast-math -fopenmp, well under a second)
 into ~/.cache/roofline, keyed by the source, the flags and the CPU's feature flags. No compiler, or
 a failed build: `kernel()` is None and the decoder keeps its batched-matmul attention (the row's
-`attention` column says which ran). fp32 only; other dtypes take the matmul path too.
+`attention` column says which ran). The cache may be fp32 or bf16; fp16 takes the matmul path.
 """
 from __future__ import annotations
 
@@ -45,31 +45,39 @@ def _build(compiler: str) -> Path:
     return library
 
 
+CACHE_DTYPES = {torch.float32: "decode_attention_f32", torch.bfloat16: "decode_attention_bf16"}
+
+
 @functools.cache
-def kernel():
-    """The ctypes function, or None where it cannot be built here."""
+def kernel() -> dict | None:
+    """The ctypes functions by cache dtype, or None where they cannot be built here."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         return None
     try:
-        function = ctypes.CDLL(str(_build(compiler))).decode_attention_f32
+        library = ctypes.CDLL(str(_build(compiler)))
     except (OSError, subprocess.CalledProcessError):
         return None
-    function.restype = None
-    function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 11 + [ctypes.c_float]
-    return function
+    functions = {}
+    for dtype, name in CACHE_DTYPES.items():
+        function = getattr(library, name)
+        function.restype = None
+        function.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 11 + [ctypes.c_float]
+        functions[dtype] = function
+    return functions
 
 
 def supports(q: torch.Tensor, keys: torch.Tensor) -> bool:
-    return (q.device.type == "cpu" and q.dtype == keys.dtype == torch.float32 and keys.stride(-1) == 1
-            and kernel() is not None)
+    return (q.device.type == "cpu" and q.dtype == keys.dtype and keys.dtype in CACHE_DTYPES
+            and keys.stride(-1) == 1 and kernel() is not None)
 
 
 def decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """softmax(q K^T / sqrt(H)) V for q (B, K, G, H) against keys, values (B, K, S, H), H contiguous."""
+    """softmax(q K^T / sqrt(H)) V for q (B, K, G, H) against keys, values (B, K, S, H), H contiguous.
+    Queries and outputs pass as fp32 (a few KB); the cache is read in its own dtype."""
     B, K, G, H = q.shape
-    q = q.contiguous()
-    out = torch.empty_like(q)
-    kernel()(q.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), B, K, G, keys.shape[2], H,
-             *keys.stride()[:3], *values.stride()[:3], H ** -0.5)
-    return out
+    query = q.float().contiguous()
+    out = torch.empty_like(query)
+    kernel()[keys.dtype](query.data_ptr(), keys.data_ptr(), values.data_ptr(), out.data_ptr(), B, K, G,
+                         keys.shape[2], H, *keys.stride()[:3], *values.stride()[:3], H ** -0.5)
+    return out.to(q.dtype)
