@@ -53,7 +53,9 @@ class Calibration:
                 raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")
         for name in ("corner", "attention_corner"):  # p = 1: compute and memory never overlap; inf: sharp
             value = getattr(self, name)
-            if not (value is None and name == "attention_corner") and not (value is not None and value >= 1):
+            if value is None and name == "attention_corner":
+                continue  # the weight GEMMs' corner
+            if value is None or not value >= 1:
                 raise ValueError(f"calibration {self.name!r}: {name} must be >= 1 (inf for the sharp roofline), "
                                  f"got {value!r}")
 

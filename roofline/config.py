@@ -126,10 +126,13 @@ MEASURED_OPTIONAL_DIMS = ("n_experts", "top_k", "d_expert", "window")  # 0 (or a
 
 def measured_config(name: str, dims: dict) -> ModelConfig:
     """The model a measurement row describes, from its recorded dimensions."""
-    present = lambda value: value is not None and value == value and value != ""  # noqa: E731 (NaN: an empty cell)
-    optional = {f: int(dims[f]) if present(dims.get(f)) else 0 for f in MEASURED_OPTIONAL_DIMS}
+    optional = {f: int(dims[f]) if _recorded(dims.get(f)) else 0 for f in MEASURED_OPTIONAL_DIMS}
     family = "mixtral" if optional["n_experts"] else "mistral" if optional["window"] else "llama"
     return ModelConfig(name=name, family=family, **{f: int(dims[f]) for f in MEASURED_DIMS}, **optional)
+
+
+def _recorded(value) -> bool:
+    return value is not None and value == value and value != ""  # NaN != NaN: an empty cell read by pandas
 
 
 def uniform_layers(config: ModelConfig) -> bool:

@@ -109,7 +109,8 @@ def run_validate(args: argparse.Namespace) -> int:
           + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in ceilings.matmul_flops.items()), file=sys.stderr)
     probed = args.device == "cpu" if args.probe_each_point is None else args.probe_each_point
     probe_size = "quick" if args.quick_ceilings else "probe"
-    probe = SteadyProbe(lambda: measure_ceilings(args.device, dtypes, probe_size)) if probed else None
+    probe = SteadyProbe(lambda: measure_ceilings(args.device, dtypes, probe_size),
+                        patience_s=0.0 if args.quick_ceilings else 120.0) if probed else None  # quick: not waited on
     written = run_sweep(spec, path, ceilings, probe=probe)
     print(f"{path}: {written[records.OK]} measured, {written[records.DOES_NOT_FIT]} do not fit, "
           f"{written['skipped']} skipped (already there or prefill over the token limit)")
