@@ -4,7 +4,7 @@ A file holds fractions of the datasheet roofs of the bundled hardware it names (
 fitted by `roofline fit`; other keys (achieved roofs, measured ceilings, fit quality) document it.
 "default" is for devices never measured: the median of the committed fits marked transferable
 (fractions of a real datasheet, capped at 1), with no overheads, which are specific to a device
-and its software stack. A fit against an assumed datasheet (the `cpu` entry) is not transferable.
+and its software stack. A fit against the `cpu` entry (measured ceilings, not a datasheet) is not transferable.
 With no transferable fit committed, "default" is the ideal bound, and its name says so.
 """
 from __future__ import annotations

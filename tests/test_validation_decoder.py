@@ -191,3 +191,18 @@ def test_without_the_native_kernel_decode_falls_back_to_matmuls_and_says_so(monk
                                **TOLERANCE)
     assert decoder.attention_kernel("cpu", "decode", "fp32") == "eager"
     assert decoder.attention_kernel("cpu", "prefill", "fp32") == "flash"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_every_dtype_decodes_on_the_cpu_and_agrees_with_fp32(dtype):
+    """oneDNN cannot pack fp16 on most x86 CPUs: the projection falls back to F.linear, never fails."""
+    reference = build_decoder(TINY, "fp32", seed=5)
+    low = build_decoder(TINY, dtype, seed=5)
+    low.load_state_dict({name: value.to(low.lm_head.weight.dtype) for name, value in reference.state_dict().items()})
+    tokens = torch.randint(0, TINY.vocab_size, (2, 6), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        for model in (reference, low):
+            model.allocate_cache(2, 7)
+            model(tokens)
+        expected, got = reference(tokens[:, -1:], start=6), low(tokens[:, -1:], start=6).float()
+    assert torch.nn.functional.cosine_similarity(expected, got, dim=-1).min() > 0.99

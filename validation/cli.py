@@ -132,7 +132,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def datasheet_for(device: str, device_name: str, choice: str | None):
     """The datasheet the fitted fractions are relative to; None: the measured ceilings. A CPU has no
-    datasheet here (the `cpu` entry is an assumption), so its fractions are of its own ceilings."""
+    datasheet here (the `cpu` entry holds one machine's measured ceilings), so its fractions are of its own ceilings."""
     if choice == "measured" or (device == "cpu" and not choice):
         return None
     if choice:

@@ -253,7 +253,7 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
     document = {
         "name": c.name,
         "hardware": datasheet.id if datasheet else "measured",
-        "transferable": bool(datasheet) and datasheet.id != "cpu",  # the cpu entry is an assumption
+        "transferable": bool(datasheet) and datasheet.id != "cpu",  # the cpu entry is one machine's measurement
         "bandwidth_efficiency": achieved_bw / reference.memory_bandwidth,
         "flops_efficiency": {d: f / reference.peak(d) for d, f in achieved_flops.items()},
         "step_overhead_s": c.step_overhead_s,

@@ -1,6 +1,8 @@
 """The decoder's projections: on the CPU, oneDNN on prepacked weights instead of torch's MKL path."""
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -21,13 +23,14 @@ class Linear(nn.Linear):
     a blocked copy of the same weight (the kernel torch.compile's CPU freezing uses) streams at the
     read bandwidth of the machine (~50-75 GB/s) at 1-8 rows and runs a large GEMM at ~500 GFLOP/s
     against MKL's ~225. The copy is repacked whenever the weight changes (its version counter),
-    so weights copied in after construction are seen. GPUs and builds without oneDNN use F.linear.
+    so weights copied in after construction are seen. GPUs, builds without oneDNN, and dtypes the
+    CPU cannot pack (fp16 without AVX512-FP16 or AVX-NE-CONVERT) use F.linear.
     """
 
     PACKING_ROWS = 64  # oneDNN's batch hint: 16 to 256 rows measured the same at 1-256 rows; 1 is 25% slower
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.device.type != "cpu" or not ONEDNN_LINEAR:
+        if x.device.type != "cpu" or not onednn_packs(self.weight.dtype):
             return super().forward(x)
         stamp = (self.weight.data_ptr(), self.weight._version)
         if getattr(self, "_packed_stamp", None) != stamp:
@@ -36,9 +39,18 @@ class Linear(nn.Linear):
         return torch.ops.mkldnn._linear_pointwise(x, self._packed, self.bias, "none", [], "")
 
 
-ONEDNN_LINEAR = onednn_linear_available()
+@functools.cache
+def onednn_packs(dtype: torch.dtype) -> bool:
+    """Whether oneDNN can pack a weight of this dtype on this CPU (it refuses fp16 on most x86)."""
+    if not onednn_linear_available():
+        return False
+    try:
+        torch.ops.mkldnn._reorder_linear_weight(torch.zeros(8, 8, dtype=dtype), 1)
+    except RuntimeError:
+        return False
+    return True
 
 
-def matmul_kernel(device: str) -> str:
+def matmul_kernel(device: str, dtype: torch.dtype) -> str:
     """What runs the decoder's projections on `device` (recorded with every measurement)."""
-    return "onednn-packed" if device == "cpu" and ONEDNN_LINEAR else "torch-linear"
+    return "onednn-packed" if device == "cpu" and onednn_packs(dtype) else "torch-linear"

@@ -26,7 +26,7 @@ from roofline.inference import evaluate
 
 from . import records
 from .ceilings import Ceilings
-from .decoder import attention_kernel, build_decoder
+from .decoder import attention_kernel, build_decoder, torch_dtype
 from .linear import matmul_kernel
 from .probe import SteadyProbe
 from .timing import time_on
@@ -66,8 +66,7 @@ def device_slug(device: str) -> str:
 
 def environment(device: str) -> dict:
     return {"device": device, "device_name": device_name(device), "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda or "", "threads": torch.get_num_threads(),
-            "matmul_kernel": matmul_kernel(device)}
+            "cuda_version": torch.version.cuda or "", "threads": torch.get_num_threads()}
 
 
 def free_memory(device: str) -> float:
@@ -137,6 +136,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     for n_kv_heads, dtype in dict.fromkeys((k, d) for k, d, _, _ in todo):
         config = spec.model.with_overrides(n_kv_heads=n_kv_heads)
         identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
+                    "matmul_kernel": matmul_kernel(spec.device, torch_dtype(dtype)),
                     **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)}}
         model = build_decoder(config, dtype, spec.device)
         compiled, precision = compile_model(config), Precision(weights=dtype, activations=dtype, kv=dtype)
