@@ -119,15 +119,17 @@ class ModelConfig:
 
 
 # What a validation measurement records of its model: a Llama-shaped decoder, optionally with
-# Mixtral-style MoE on every layer and a Mistral-style window on every layer.
+# Mixtral-style MoE, a Mistral-style window or DeepSeek's MLA, each on every layer.
 MEASURED_DIMS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
-MEASURED_OPTIONAL_DIMS = ("n_experts", "top_k", "d_expert", "window")  # 0 (or absent, in older files): none
+MEASURED_OPTIONAL_DIMS = ("n_experts", "top_k", "d_expert", "window",  # 0 (or absent, in older files): none
+                          "kv_lora_rank", "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim")
 
 
 def measured_config(name: str, dims: dict) -> ModelConfig:
     """The model a measurement row describes, from its recorded dimensions."""
     optional = {f: int(dims[f]) if _recorded(dims.get(f)) else 0 for f in MEASURED_OPTIONAL_DIMS}
-    family = "mixtral" if optional["n_experts"] else "mistral" if optional["window"] else "llama"
+    family = ("deepseek_v2" if optional["kv_lora_rank"] else "mixtral" if optional["n_experts"]
+              else "mistral" if optional["window"] else "llama")
     return ModelConfig(name=name, family=family, **{f: int(dims[f]) for f in MEASURED_DIMS}, **optional)
 
 

@@ -26,11 +26,11 @@ def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
         hf.model.norm.weight.copy_(ours.final_norm)
         hf.lm_head.weight.copy_(ours.lm_head.weight)
         for mine, theirs in zip(ours.layers, hf.model.layers):
-            q, k, v = mine.qkv.weight.split((N * H, K * H, K * H))
+            q, k, v = mine.attention.qkv.weight.split((N * H, K * H, K * H))
             theirs.self_attn.q_proj.weight.copy_(q)
             theirs.self_attn.k_proj.weight.copy_(k)
             theirs.self_attn.v_proj.weight.copy_(v)
-            theirs.self_attn.o_proj.weight.copy_(mine.o.weight)
+            theirs.self_attn.o_proj.weight.copy_(mine.attention.o.weight)
             gate, up = mine.mlp.gate_up.weight.split((Fd, Fd))
             theirs.mlp.gate_proj.weight.copy_(gate)
             theirs.mlp.up_proj.weight.copy_(up)
@@ -76,7 +76,7 @@ def test_a_chunk_after_cached_tokens_matches_one_long_prefill():
 def test_unsupported_architectures_are_refused_by_name():
     with pytest.raises(ValueError, match="shared experts"):
         build_decoder(TINY.with_overrides(n_experts=4, top_k=2, d_expert=32, n_shared_experts=1, layer_mlp=()))
-    with pytest.raises(ValueError, match="MLA"):
+    with pytest.raises(ValueError, match="shared experts"):  # DeepSeek's MoE: shared experts, its own routing
         build_decoder(load_model("deepseek-v2-lite").with_overrides(n_layers=1, layer_attention=(), layer_mlp=()))
 
 
@@ -104,6 +104,66 @@ def test_sliding_window_logits_match_hugging_face_mistral():
         assert not torch.allclose(ours(tokens[:, -1:], start=prompt + steps - 1), full, **TOLERANCE)  # W matters
 
 
+MLA = ModelConfig(name="tiny-mla", family="deepseek_v2", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
+                  head_dim=24, d_ff=96, vocab_size=101, kv_lora_rank=40, qk_rope_dim=8, qk_nope_dim=16, v_head_dim=12)
+
+
+def deepseek_twin(config: ModelConfig, ours) -> torch.nn.Module:
+    """Hugging Face's DeepseekV2 (dense MLPs, no yarn) with our weights."""
+    hf_config = transformers.DeepseekV2Config(
+        hidden_size=config.d_model, num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
+        num_key_value_heads=config.n_kv_heads, intermediate_size=config.d_ff, vocab_size=config.vocab_size,
+        kv_lora_rank=config.kv_lora_rank, q_lora_rank=config.q_lora_rank or None, qk_rope_head_dim=config.qk_rope_dim,
+        qk_nope_head_dim=config.qk_nope_dim, v_head_dim=config.v_head_dim, first_k_dense_replace=config.n_layers,
+        rms_norm_eps=ours.eps, rope_theta=ours.rope_theta, tie_word_embeddings=False, attn_implementation="eager")
+    hf = transformers.DeepseekV2ForCausalLM(hf_config).eval()
+    Fd = config.d_ff
+    with torch.no_grad():
+        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
+        hf.model.norm.weight.copy_(ours.final_norm)
+        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        for mine, theirs in zip(ours.layers, hf.model.layers):
+            attention, reference = mine.attention, theirs.self_attn
+            if config.q_lora_rank:
+                reference.q_a_proj.weight.copy_(attention.q_a.weight)
+                reference.q_a_layernorm.weight.copy_(attention.q_norm)
+                reference.q_b_proj.weight.copy_(attention.q_b.weight)
+            else:
+                reference.q_proj.weight.copy_(attention.q.weight)
+            reference.kv_a_proj_with_mqa.weight.copy_(attention.kv_a.weight)
+            reference.kv_a_layernorm.weight.copy_(attention.kv_norm)
+            reference.kv_b_proj.weight.copy_(attention.kv_b.weight)
+            reference.o_proj.weight.copy_(attention.o.weight)
+            gate, up = mine.mlp.gate_up.weight.split((Fd, Fd))
+            theirs.mlp.gate_proj.weight.copy_(gate)
+            theirs.mlp.up_proj.weight.copy_(up)
+            theirs.mlp.down_proj.weight.copy_(mine.mlp.down.weight)
+            theirs.input_layernorm.weight.copy_(mine.attn_norm)
+            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+    return hf
+
+
+@pytest.mark.parametrize("q_lora_rank", [0, 24])  # V2-Lite's plain queries, V2/V3's compressed ones
+def test_mla_prefill_naive_and_absorbed_decode_logits_match_hugging_face_deepseek(q_lora_rank):
+    config = MLA.with_overrides(q_lora_rank=q_lora_rank)
+    ours = build_decoder(config, "fp32", seed=31)
+    with torch.no_grad():  # non-trivial latent norms, so a missing one would show
+        for layer in ours.layers:
+            layer.attention.kv_norm.uniform_(0.5, 1.5)
+    hf = deepseek_twin(config, ours)
+    batch, prompt, steps = 2, 6, 3
+    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(32))
+    ours.allocate_cache(batch, prompt + steps)
+    with torch.no_grad():
+        out = hf(tokens[:, :prompt], use_cache=True)
+        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
+        cache = out.past_key_values
+        for j in range(prompt, prompt + steps):
+            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+
+
 MOE = TINY.with_overrides(name="tiny-moe", n_experts=6, top_k=2, d_expert=40, layer_mlp=())  # every layer MoE
 
 
@@ -122,8 +182,8 @@ def mixtral_twin(config: ModelConfig, ours) -> torch.nn.Module:
         hf.model.norm.weight.copy_(ours.final_norm)
         hf.lm_head.weight.copy_(ours.lm_head.weight)
         for mine, theirs in zip(ours.layers, hf.model.layers):
-            q, k, v = mine.qkv.weight.split((N * H, K * H, K * H))
-            for proj, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", mine.o.weight)):
+            q, k, v = mine.attention.qkv.weight.split((N * H, K * H, K * H))
+            for proj, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", mine.attention.o.weight)):
                 getattr(theirs.self_attn, proj).weight.copy_(weight)
             theirs.mlp.gate.weight.copy_(mine.mlp.router.weight)
             for e, expert in enumerate(mine.mlp.experts):
@@ -189,8 +249,8 @@ def test_without_the_native_kernel_decode_falls_back_to_matmuls_and_says_so(monk
     assert not native_attention.supports(q, keys)
     torch.testing.assert_close(decoder.grouped_decode_attention(q, keys, values), matmul_attention(q, keys, values),
                                **TOLERANCE)
-    assert decoder.attention_kernel("cpu", "decode", "fp32") == "eager"
-    assert decoder.attention_kernel("cpu", "prefill", "fp32") == "flash"
+    assert decoder.attention_kernel(TINY, "cpu", "decode", "fp32") == "eager"
+    assert decoder.attention_kernel(TINY, "cpu", "prefill", "fp32") == "flash"
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])

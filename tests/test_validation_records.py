@@ -52,7 +52,7 @@ def test_a_file_from_another_column_layout_is_refused(tmp_path):
 
 def test_a_file_from_an_earlier_version_reads_with_its_missing_columns_empty_but_is_not_resumed(tmp_path):
     path = tmp_path / "old.csv"
-    older = [c for c in records.COLUMNS if c not in ("n_experts", "top_k", "d_expert", "window")]
+    older = [c for c in records.COLUMNS if c not in ("n_experts", "top_k", "d_expert", "window", "kv_lora_rank")]
     path.write_text(",".join(older) + "\n" + ",".join(str(row(batch=8)[c]) for c in older) + "\n")
     (only,) = records.read_rows(path)
     assert only["batch"] == "8" and only["n_experts"] == ""

@@ -113,10 +113,12 @@ def test_a_model_whose_layers_differ_is_refused_before_anything_is_measured(tmp_
 
 def test_rows_record_what_the_fit_needs_to_rebuild_a_window_or_moe_model(tmp_path):
     from roofline.config import measured_config
+    mla = PRESETS["tiny"].with_overrides(name="tiny-mla", family="deepseek_v2", kv_lora_rank=24, qk_rope_dim=8,
+                                         qk_nope_dim=16, v_head_dim=12, head_dim=24)
     for model in (PRESETS["tiny"].with_overrides(window=8, layer_attention=()),
-                  PRESETS["tiny"].with_overrides(n_experts=4, top_k=2, d_expert=32, layer_mlp=())):
+                  PRESETS["tiny"].with_overrides(n_experts=4, top_k=2, d_expert=32, layer_mlp=()), mla):
         path = tmp_path / f"{model.name}-{model.window}.csv"
         run(path, sweep.SweepSpec(**{**SPEC.__dict__, "model": model, "batches": (1,), "contexts": (16,)}))
         rebuilt = measured_config(model.name, records.read_rows(path)[0])
-        assert (rebuilt.layer_attention, rebuilt.layer_mlp, rebuilt.window, rebuilt.n_experts) == (
-            model.layer_attention, model.layer_mlp, model.window, model.n_experts)
+        fields = ("layer_attention", "layer_mlp", "window", "n_experts", "kv_lora_rank", "qk_rope_dim", "v_head_dim")
+        assert [getattr(rebuilt, f) for f in fields] == [getattr(model, f) for f in fields]

@@ -31,6 +31,11 @@ PRESETS = {
     # context, decode reads no more of the cache.
     "cpu-window": ModelConfig(name="cpu-window", family="mistral", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
                               head_dim=64, d_ff=2816, vocab_size=32000, window=512),
+    # cpu-small's MLP under DeepSeek's latent attention: 16 heads (Hn 64 + R 32 for scores, Hv 64)
+    # over a 256-wide latent; the cache holds C + R = 288 values per token and layer (GQA's: 512).
+    "cpu-mla": ModelConfig(name="cpu-mla", family="deepseek_v2", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=16,
+                           head_dim=96, d_ff=2816, vocab_size=32000, kv_lora_rank=256, qk_rope_dim=32, qk_nope_dim=64,
+                           v_head_dim=64),
     "tiny": ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                         d_ff=128, vocab_size=256),
 }

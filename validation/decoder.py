@@ -1,11 +1,12 @@
 """The decode under test: a minimal Llama-style decoder with a static KV cache, random weights.
 
-Built from a `roofline.ModelConfig` (MHA/GQA/MQA with explicit head_dim, gated SiLU MLP or
-Mixtral-style MoE (validation/mlp.py), RMSNorm, rope, Mistral-style sliding windows on the layers
-the config marks). Left out: MLA, shared experts, router biases, biases, LayerNorm and learned
-positions (the config is refused with a ValueError). The cache is not a ring buffer: a window
-layer keeps every key and reads its last W. Q, K, V and gate/up are fused into one matmul each, as serving engines run them, so a
-decode step at batch 1 is a handful of weight-streaming GEMVs per layer.
+Built from a `roofline.ModelConfig`: MHA/GQA/MQA with explicit head_dim (or DeepSeek's MLA,
+validation/mla.py), a gated SiLU MLP or Mixtral-style MoE (validation/mlp.py), RMSNorm, rope, and
+Mistral-style sliding windows on the layers the config marks. Left out: shared experts, router
+biases, biases, LayerNorm and learned positions (the config is refused with a ValueError). The
+cache is not a ring buffer: a window layer keeps every key and reads its last W. Q, K, V and
+gate/up are fused into one matmul each, as serving engines run them, so a decode step at batch 1
+is a handful of weight-streaming GEMVs per layer.
 """
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from roofline import ModelConfig
 from roofline.config import WINDOW
 
 from . import native_attention
+from .functional import prefill_attention, rms_norm, rotate
 from .linear import Linear
+from .mla import LatentAttention
 from .mlp import mlp_of
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -25,7 +28,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def check_supported(config: ModelConfig) -> None:
     unsupported = {"shared experts": config.n_shared_experts, "router bias": config.router_bias,
-                   "MLA": config.kv_lora_rank,
+                   "MLA with a sliding window": config.kv_lora_rank and config.window,
                    "LayerNorm": config.layer_norm, "plain (ungated) MLP": not config.gated_mlp,
                    "biases": config.qkv_bias or config.out_bias or config.mlp_bias,
                    "learned positions": config.learned_positions, "cross-layer KV": config.cla_factor > 1,
@@ -41,19 +44,6 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    # In fp32 and cast back before the weight multiply, as Hugging Face's LlamaRMSNorm does.
-    xf = x.float()
-    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rope in the half-split layout (Hugging Face Llama): x (B, heads, T, H), cos/sin (T, H)."""
-    half = x.shape[-1] // 2
-    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rotated * sin
-
-
 def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """q (B, K, G, H) against the cache (B, K, S, H): SDPA's flash kernel on GPU; on CPU the native
     kernel (validation/native_attention.py, fp32 or bf16), else two batched matmuls, because the CPU flash
@@ -67,30 +57,34 @@ def grouped_decode_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.
     return torch.softmax(scores, dim=-1).to(q.dtype) @ values  # (B, K, G, H)
 
 
-def attention_kernel(device: str, phase: str, dtype: str) -> str:
+def attention_kernel(config: ModelConfig, device: str, phase: str, dtype: str) -> str:
     """How the decoder's attention runs, as roofline.Options names it (recorded with every measurement):
-    decode on the CPU materializes the scores unless the native kernel runs; the rest is SDPA's flash."""
+    decode materializes the scores with MLA (torch matmuls, absorbed) and on the CPU unless the
+    native kernel runs; the rest is SDPA's flash."""
+    if phase != "decode":
+        return "flash"
+    if config.kv_lora_rank:
+        return "eager"
     native = torch_dtype(dtype) in native_attention.CACHE_DTYPES and native_attention.kernel() is not None
-    return "eager" if device == "cpu" and phase == "decode" and not native else "flash"
+    return "eager" if device == "cpu" and not native else "flash"
 
 
-class Layer(nn.Module):
-    def __init__(self, config: ModelConfig, attention_kind: str, mlp_kind: str):
+class GroupedAttention(nn.Module):
+    """MHA/GQA/MQA with rope (half-split), optionally a sliding window, over a (B, K, S, H) cache."""
+
+    def __init__(self, config: ModelConfig, attention_kind: str):
         super().__init__()
         self.window = config.window if attention_kind == WINDOW else 0  # 0: every earlier key is visible
         D, N, K, H = config.d_model, config.n_heads, config.n_kv_heads, config.head_dim
         self.N, self.K, self.H = N, K, H
-        self.attn_norm = nn.Parameter(torch.ones(D))
         self.qkv = Linear(D, (N + 2 * K) * H, bias=False)  # [Q|K|V] = X @ W_qkv
         self.o = Linear(N * H, D, bias=False)
-        self.mlp_norm = nn.Parameter(torch.ones(D))
-        self.mlp = mlp_of(config, mlp_kind)
 
-    def forward(self, x, cos, sin, k_cache, v_cache, start: int, eps: float):
-        """x (B, T, D); the T new keys go to cache positions start .. start+T-1."""
+    def forward(self, x, cos, sin, k_cache, v_cache, start: int):
+        """x (B, T, D), normalized; the T new keys go to cache positions start .. start+T-1."""
         B, T, _ = x.shape
         N, K, H = self.N, self.K, self.H
-        q, k, v = self.qkv(rms_norm(x, self.attn_norm, eps)).split((N * H, K * H, K * H), dim=-1)
+        q, k, v = self.qkv(x).split((N * H, K * H, K * H), dim=-1)
         q = rotate(q.view(B, T, N, H).transpose(1, 2), cos, sin)
         k = rotate(k.view(B, T, K, H).transpose(1, 2), cos, sin)
         k_cache[:, :, start:start + T] = k
@@ -104,14 +98,22 @@ class Layer(nn.Module):
         else:
             if x.is_cuda and K != N:  # expanded to N heads, so the flash kernel is eligible (32k prefill)
                 keys, values = keys.repeat_interleave(N // K, dim=1), values.repeat_interleave(N // K, dim=1)
-            if start == 0 and not self.window:
-                out = F.scaled_dot_product_attention(q, keys, values, is_causal=True, enable_gqa=K != N)
-            else:  # query i (position start + i) sees keys up to start + i, the last W of them in a window
-                mask = torch.ones(T, start + T, dtype=torch.bool, device=x.device).tril(start)
-                if self.window:
-                    mask &= ~torch.ones_like(mask).tril(start - self.window)
-                out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=K != N)
-        x = x + self.o(out.reshape(B, N, T, H).transpose(1, 2).reshape(B, T, N * H))
+            out = prefill_attention(q, keys, values, start, self.window)
+        return self.o(out.reshape(B, N, T, H).transpose(1, 2).reshape(B, T, N * H))
+
+
+class Layer(nn.Module):
+    def __init__(self, config: ModelConfig, attention_kind: str, mlp_kind: str):
+        super().__init__()
+        D = config.d_model
+        self.attn_norm = nn.Parameter(torch.ones(D))
+        self.attention = LatentAttention(config) if config.kv_lora_rank else GroupedAttention(config, attention_kind)
+        self.mlp_norm = nn.Parameter(torch.ones(D))
+        self.mlp = mlp_of(config, mlp_kind)
+
+    def forward(self, x, cos, sin, k_cache, v_cache, start: int, eps: float):
+        """x (B, T, D); the T new keys go to cache positions start .. start+T-1."""
+        x = x + self.attention(rms_norm(x, self.attn_norm, eps), cos, sin, k_cache, v_cache, start)
         return x + self.mlp(rms_norm(x, self.mlp_norm, eps))
 
 
@@ -132,17 +134,22 @@ class Decoder(nn.Module):
         self.k_cache = self.v_cache = None
 
     def allocate_cache(self, batch: int, capacity: int) -> None:
-        """A static cache (L, B, K, capacity, H) for K and for V, zero-filled so its pages are touched."""
+        """A static cache, zero-filled so its pages are touched: (L, B, K, capacity, H) for K and for
+        V; with MLA, (L, B, 1, capacity, C) for the normalized latent and (.., R) for the roped key."""
         c = self.config
-        shape = (c.n_layers, batch, c.n_kv_heads, capacity, c.head_dim)
+        heads, key_width, value_width = (1, c.kv_lora_rank, c.qk_rope_dim) if c.kv_lora_rank else (
+            c.n_kv_heads, c.head_dim, c.head_dim)
         weight = self.lm_head.weight
         self.k_cache = self.v_cache = None  # free the old cache before allocating the new one
-        self.k_cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
-        self.v_cache = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
-        H = c.head_dim
-        inv_freq = 1.0 / rope_theta_powers(self.rope_theta, H, weight.device)
+        self.k_cache = torch.zeros((c.n_layers, batch, heads, capacity, key_width), dtype=weight.dtype,
+                                   device=weight.device)
+        self.v_cache = torch.zeros((c.n_layers, batch, heads, capacity, value_width), dtype=weight.dtype,
+                                   device=weight.device)
+        rotary = c.qk_rope_dim or c.head_dim
+        inv_freq = 1.0 / rope_theta_powers(self.rope_theta, rotary, weight.device)
         angles = torch.outer(torch.arange(capacity, device=weight.device, dtype=torch.float32), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)
+        if not c.kv_lora_rank:  # half-split rope (Llama) repeats the angles; MLA's interleaved rope takes them once
+            angles = torch.cat((angles, angles), dim=-1)
         self.cos, self.sin = angles.cos().to(weight.dtype), angles.sin().to(weight.dtype)
 
     def forward(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:

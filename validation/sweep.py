@@ -134,7 +134,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     progress = progress or Progress(2 * len(todo))
     written = {records.OK: 0, records.DOES_NOT_FIT: 0, "skipped": 0}
     for n_kv_heads, dtype in dict.fromkeys((k, d) for k, d, _, _ in todo):
-        config = spec.model.with_overrides(n_kv_heads=n_kv_heads)
+        config = spec.model if n_kv_heads == spec.model.n_kv_heads else spec.model.with_overrides(n_kv_heads=n_kv_heads)
         identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
                     "matmul_kernel": matmul_kernel(spec.device, torch_dtype(dtype)),
                     **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)}}
@@ -147,7 +147,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
             predicted = evaluate(compiled, hardware, precision, batch, context, 1, e2e=False)
             for phase in (DECODE, PREFILL):
                 row = {**base, **identity, "phase": phase, "batch": batch, "context": context,
-                       "attention": attention_kernel(spec.device, phase, dtype),
+                       "attention": attention_kernel(config, spec.device, phase, dtype),
                        "predicted_max_batch": int(predicted["max_batch"]),
                        "predicted_ideal_s": float(predicted["tpot_s" if phase == DECODE else "ttft_s"])}
                 if records.point_key(row) in finished or (phase == PREFILL and batch * context > spec.prefill_token_limit):
