@@ -111,10 +111,13 @@ def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precisio
 
 
 @st.cache_data(max_entries=8, show_spinner="Fitting the roofline to the measurements…")
-def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
-    """`validation.fit` on one measurements file: points with in-sample and held-out predictions."""
-    result = validation_fit.fit(validation_records.load_frame([path]), Path(path).stem)
-    return result.points, result.summary, dataclasses.asdict(result.calibration)
+def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict, bool]:
+    """`validation.fit` on one measurements file (held out: leave one context out), or, where a committed
+    fit of the same device never saw the file, that fit's predictions (every point out of sample)."""
+    frame = validation_records.load_frame([path])
+    transfer = calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), Path(path).name)
+    result = validation_fit.score(frame, transfer) if transfer else validation_fit.fit(frame, Path(path).stem)
+    return result.points, result.summary, dataclasses.asdict(result.calibration), transfer is not None
 
 
 # ---- figures: `roofline.plots`, rendered once per input ----
@@ -611,7 +614,8 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
         return
     path = st.selectbox("measurements", files, format_func=lambda p: p.name, key="measurements")
     try:
-        points, summary, fitted = validation_result(str(path), (path.stat().st_mtime_ns, path.stat().st_size))
+        points, summary, fitted, transferred = validation_result(str(path), (path.stat().st_mtime_ns,
+                                                                             path.stat().st_size))
     except ValueError as err:
         st.error(f"**{path.name} cannot be fitted.** {err}\n\n**Fix:** rerun `roofline validate` to complete the file.")
         return
@@ -619,12 +623,15 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     columns = st.columns(len(phases) + 1)
     for column, phase in zip(columns, phases):
         s = summary[phase]
+        how = ("every point predicted by a fit that never saw this file" if transferred
+               else f"leave-one-context-out over {s['n_heldout']} of {s['n_points']} points")
         column.metric(f"{phase}: held-out median |error|", f"{s['heldout_median_abs_err']:.1%}",
-                      help=f"leave-one-context-out over {s['n_heldout']} of {s['n_points']} points; "
-                           f"p90 {s['heldout_p90_abs_err']:.1%}, in-sample median {s['insample_median_abs_err']:.1%}")
+                      help=f"{how}; p90 {s['heldout_p90_abs_err']:.1%}")
     columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}")
     flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
-    st.caption(f"Fitted on {points['device_name'].iloc[0]}: bandwidth {fitted['bandwidth_efficiency']:.0%} and FLOP/s "
+    source = (f"Predicted by `{fitted['name']}`, fitted on other measurements of {points['device_name'].iloc[0]} "
+              "(nothing refitted)" if transferred else f"Fitted on {points['device_name'].iloc[0]}")
+    st.caption(f"{source}: bandwidth {fitted['bandwidth_efficiency']:.0%} and FLOP/s "
                f"{flops} of the measured ceilings (attention kernels: {fitted['attention_bandwidth_efficiency']:.0%} "
                f"and {fitted['attention_flops_efficiency']:.0%} of those), "
                f"overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "

@@ -79,6 +79,17 @@ def default_calibration() -> Calibration:
                        **attention)
 
 
+def transfer_calibration(device_name: str, measurements_file: str) -> Calibration | None:
+    """A committed fit of the same device, as fractions of its measured ceilings, that did not see
+    this file: what predicts the file out of sample (None where there is none)."""
+    for name, raw in committed_calibrations().items():
+        fit = raw.get("fit") or {}
+        if (raw.get("hardware") == "measured" and fit.get("device_name") == device_name
+                and measurements_file not in (fit.get("sources") or [])):
+            return calibration_from_dict(raw, name)
+    return None
+
+
 def load_calibration(name_or_path: str | Calibration | None) -> Calibration:
     """'ideal', 'default', a committed name (a file stem in data/calibration) or a YAML path."""
     if isinstance(name_or_path, Calibration):

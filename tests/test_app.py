@@ -299,6 +299,22 @@ def test_validation_view_shows_the_fits_held_out_error():
     assert metric(at, "decode: held-out median |error|") == f"{summary['decode']['heldout_median_abs_err']:.1%}"
 
 
+def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
+    from validation import fit, records
+    unseen = [p for p in sorted((ROOT / "data" / "measurements").glob("*.csv"))
+              if calibrations.transfer_calibration(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
+    if not unseen:
+        pytest.skip("every committed measurement file was fitted on: no transfer test to show")
+    at = start()
+    at.radio(key="page").set_value("Validation").run()
+    at.selectbox(key="measurements").set_value(unseen[0]).run()
+    clean(at)
+    frame = records.load_frame([unseen[0]])
+    expected = fit.score(frame, calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), unseen[0].name))
+    assert metric(at, "decode: held-out median |error|") == f"{expected.summary['decode']['heldout_median_abs_err']:.1%}"
+    assert any("nothing refitted" in caption.value for caption in at.caption)
+
+
 def test_validation_view_without_measurements_says_so(tmp_path):
     source = APP.read_text()
     line = 'MEASUREMENTS_DIR = Path(__file__).resolve().parent / "data" / "measurements"'

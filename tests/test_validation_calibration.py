@@ -83,3 +83,12 @@ def test_attention_efficiencies_slow_the_attention_ops_alone(phase, field):
     assert attention.any()
     assert list(ratio[attention]) == pytest.approx([2.0] * attention.sum())  # the binding roof halved
     assert list(ratio[~attention]) == pytest.approx([1.0] * (~attention).sum())
+
+
+def test_the_transfer_calibration_is_a_committed_fit_of_the_same_device_that_never_saw_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(cal, "CALIBRATION_DIR", tmp_path)
+    write(tmp_path / "dev.yaml", name="dev", hardware="measured", bandwidth_efficiency=0.9,
+          fit={"device_name": "EPYC (2 threads)", "sources": ["dense.csv"]})
+    assert cal.transfer_calibration("EPYC (2 threads)", "moe.csv").name == "dev"
+    assert cal.transfer_calibration("EPYC (2 threads)", "dense.csv") is None  # its own data: fitted, not scored
+    assert cal.transfer_calibration("H100", "moe.csv") is None  # another device
