@@ -40,6 +40,18 @@ def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
     return hf
 
 
+def assert_logits_match(ours, hf, tokens: torch.Tensor, prompt: int) -> None:
+    """A prefill of `prompt` tokens, then one decode step per remaining token, each through both
+    models' caches: our last-position logits equal Hugging Face's at every step."""
+    ours.allocate_cache(tokens.shape[0], tokens.shape[1])
+    with torch.no_grad():
+        out = hf(tokens[:, :prompt], use_cache=True)
+        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
+        for j in range(prompt, tokens.shape[1]):
+            out = hf(tokens[:, j:j + 1], past_key_values=out.past_key_values, use_cache=True)
+            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+
+
 @pytest.mark.parametrize("n_kv_heads", [8, 2, 1])  # MHA, GQA, MQA
 def test_prefill_and_decode_logits_match_hugging_face_llama(n_kv_heads):
     config = TINY.with_overrides(n_kv_heads=n_kv_heads)
@@ -49,17 +61,8 @@ def test_prefill_and_decode_logits_match_hugging_face_llama(n_kv_heads):
             layer.attn_norm.uniform_(0.5, 1.5)
             layer.mlp_norm.uniform_(0.5, 1.5)
     hf = hugging_face_twin(config, ours)
-    batch, prompt, steps = 3, 7, 4
-    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(2))
-    ours.allocate_cache(batch, prompt + steps)
-    with torch.no_grad():
-        out = hf(tokens[:, :prompt], use_cache=True)
-        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
-        cache = out.past_key_values
-        for j in range(prompt, prompt + steps):
-            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+    tokens = torch.randint(0, config.vocab_size, (3, 11), generator=torch.Generator().manual_seed(2))
+    assert_logits_match(ours, hf, tokens, prompt=7)
 
 
 def test_a_chunk_after_cached_tokens_matches_one_long_prefill():
@@ -89,19 +92,11 @@ def test_sliding_window_logits_match_hugging_face_mistral():
     hf_config._attn_implementation = "eager"
     hf = transformers.MistralForCausalLM(hf_config).eval()
     hf.load_state_dict(twin.state_dict())  # ... in Mistral, whose layout is Llama's plus the window
-    batch, prompt, steps = 2, 7, 4
-    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(22))
-    ours.allocate_cache(batch, prompt + steps)
-    with torch.no_grad():
-        out = hf(tokens[:, :prompt], use_cache=True)
-        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
-        cache = out.past_key_values
-        for j in range(prompt, prompt + steps):
-            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+    tokens = torch.randint(0, config.vocab_size, (2, 11), generator=torch.Generator().manual_seed(22))
+    assert_logits_match(ours, hf, tokens, prompt=7)
+    with torch.no_grad():  # and the window matters: full attention over the same cache differs
         full = hugging_face_twin(config.with_overrides(window=0, layer_attention=()), ours)(tokens).logits[:, -1]
-        assert not torch.allclose(ours(tokens[:, -1:], start=prompt + steps - 1), full, **TOLERANCE)  # W matters
+        assert not torch.allclose(ours(tokens[:, -1:], start=tokens.shape[1] - 1), full, **TOLERANCE)
 
 
 MLA = ModelConfig(name="tiny-mla", family="deepseek_v2", d_model=64, n_layers=2, n_heads=4, n_kv_heads=4,
@@ -151,17 +146,8 @@ def test_mla_prefill_naive_and_absorbed_decode_logits_match_hugging_face_deepsee
         for layer in ours.layers:
             layer.attention.kv_norm.uniform_(0.5, 1.5)
     hf = deepseek_twin(config, ours)
-    batch, prompt, steps = 2, 6, 3
-    tokens = torch.randint(0, config.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(32))
-    ours.allocate_cache(batch, prompt + steps)
-    with torch.no_grad():
-        out = hf(tokens[:, :prompt], use_cache=True)
-        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
-        cache = out.past_key_values
-        for j in range(prompt, prompt + steps):
-            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+    tokens = torch.randint(0, config.vocab_size, (2, 9), generator=torch.Generator().manual_seed(32))
+    assert_logits_match(ours, hf, tokens, prompt=6)
 
 
 MOE = TINY.with_overrides(name="tiny-moe", n_experts=6, top_k=2, d_expert=40, layer_mlp=())  # every layer MoE
@@ -197,17 +183,8 @@ def mixtral_twin(config: ModelConfig, ours) -> torch.nn.Module:
 def test_moe_prefill_and_decode_logits_match_hugging_face_mixtral():
     ours = build_decoder(MOE, "fp32", seed=11)
     hf = mixtral_twin(MOE, ours)
-    batch, prompt, steps = 3, 7, 3
-    tokens = torch.randint(0, MOE.vocab_size, (batch, prompt + steps), generator=torch.Generator().manual_seed(12))
-    ours.allocate_cache(batch, prompt + steps)
-    with torch.no_grad():
-        out = hf(tokens[:, :prompt], use_cache=True)
-        torch.testing.assert_close(ours(tokens[:, :prompt]), out.logits[:, -1], **TOLERANCE)
-        cache = out.past_key_values
-        for j in range(prompt, prompt + steps):
-            out = hf(tokens[:, j:j + 1], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            torch.testing.assert_close(ours(tokens[:, j:j + 1], start=j), out.logits[:, -1], **TOLERANCE)
+    tokens = torch.randint(0, MOE.vocab_size, (3, 10), generator=torch.Generator().manual_seed(12))
+    assert_logits_match(ours, hf, tokens, prompt=7)
 
 
 def test_a_moe_step_runs_only_the_experts_its_tokens_chose(monkeypatch):
