@@ -13,6 +13,27 @@ TINY = ModelConfig(name="tiny-gqa", family="llama", d_model=64, n_layers=2, n_he
 TOLERANCE = dict(atol=1e-4, rtol=1e-4)  # fp32 on CPU: only summation order differs
 
 
+def copy_outer(ours, hf) -> None:
+    """Embedding, final norm and LM head: the same names in every Hugging Face causal LM here."""
+    hf.model.embed_tokens.weight.copy_(ours.embed.weight)
+    hf.model.norm.weight.copy_(ours.final_norm)
+    hf.lm_head.weight.copy_(ours.lm_head.weight)
+
+
+def copy_norms(mine, theirs) -> None:
+    theirs.input_layernorm.weight.copy_(mine.attn_norm)
+    theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+
+
+def copy_mlp_and_norms(mine, theirs, d_ff: int) -> None:
+    """Our fused [gate | up] projection into Hugging Face's separate gate_proj and up_proj."""
+    gate, up = mine.mlp.gate_up.weight.split((d_ff, d_ff))
+    theirs.mlp.gate_proj.weight.copy_(gate)
+    theirs.mlp.up_proj.weight.copy_(up)
+    theirs.mlp.down_proj.weight.copy_(mine.mlp.down.weight)
+    copy_norms(mine, theirs)
+
+
 def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
     hf_config = transformers.LlamaConfig(
         hidden_size=config.d_model, num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
@@ -22,21 +43,14 @@ def hugging_face_twin(config: ModelConfig, ours) -> torch.nn.Module:
     hf = transformers.LlamaForCausalLM(hf_config).eval()
     H, N, K, Fd = config.head_dim, config.n_heads, config.n_kv_heads, config.d_ff
     with torch.no_grad():
-        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
-        hf.model.norm.weight.copy_(ours.final_norm)
-        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        copy_outer(ours, hf)
         for mine, theirs in zip(ours.layers, hf.model.layers):
             q, k, v = mine.attention.qkv.weight.split((N * H, K * H, K * H))
             theirs.self_attn.q_proj.weight.copy_(q)
             theirs.self_attn.k_proj.weight.copy_(k)
             theirs.self_attn.v_proj.weight.copy_(v)
             theirs.self_attn.o_proj.weight.copy_(mine.attention.o.weight)
-            gate, up = mine.mlp.gate_up.weight.split((Fd, Fd))
-            theirs.mlp.gate_proj.weight.copy_(gate)
-            theirs.mlp.up_proj.weight.copy_(up)
-            theirs.mlp.down_proj.weight.copy_(mine.mlp.down.weight)
-            theirs.input_layernorm.weight.copy_(mine.attn_norm)
-            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+            copy_mlp_and_norms(mine, theirs, Fd)
     return hf
 
 
@@ -114,9 +128,7 @@ def deepseek_twin(config: ModelConfig, ours) -> torch.nn.Module:
     hf = transformers.DeepseekV2ForCausalLM(hf_config).eval()
     Fd = config.d_ff
     with torch.no_grad():
-        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
-        hf.model.norm.weight.copy_(ours.final_norm)
-        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        copy_outer(ours, hf)
         for mine, theirs in zip(ours.layers, hf.model.layers):
             attention, reference = mine.attention, theirs.self_attn
             if config.q_lora_rank:
@@ -129,12 +141,7 @@ def deepseek_twin(config: ModelConfig, ours) -> torch.nn.Module:
             reference.kv_a_layernorm.weight.copy_(attention.kv_norm)
             reference.kv_b_proj.weight.copy_(attention.kv_b.weight)
             reference.o_proj.weight.copy_(attention.o.weight)
-            gate, up = mine.mlp.gate_up.weight.split((Fd, Fd))
-            theirs.mlp.gate_proj.weight.copy_(gate)
-            theirs.mlp.up_proj.weight.copy_(up)
-            theirs.mlp.down_proj.weight.copy_(mine.mlp.down.weight)
-            theirs.input_layernorm.weight.copy_(mine.attn_norm)
-            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+            copy_mlp_and_norms(mine, theirs, Fd)
     return hf
 
 
@@ -164,9 +171,7 @@ def mixtral_twin(config: ModelConfig, ours) -> torch.nn.Module:
     hf = transformers.MixtralForCausalLM(hf_config).eval()
     H, N, K = config.head_dim, config.n_heads, config.n_kv_heads
     with torch.no_grad():
-        hf.model.embed_tokens.weight.copy_(ours.embed.weight)
-        hf.model.norm.weight.copy_(ours.final_norm)
-        hf.lm_head.weight.copy_(ours.lm_head.weight)
+        copy_outer(ours, hf)
         for mine, theirs in zip(ours.layers, hf.model.layers):
             q, k, v = mine.attention.qkv.weight.split((N * H, K * H, K * H))
             for proj, weight in (("q_proj", q), ("k_proj", k), ("v_proj", v), ("o_proj", mine.attention.o.weight)):
@@ -175,8 +180,7 @@ def mixtral_twin(config: ModelConfig, ours) -> torch.nn.Module:
             for e, expert in enumerate(mine.mlp.experts):
                 theirs.mlp.experts.gate_up_proj[e].copy_(expert.gate_up.weight)
                 theirs.mlp.experts.down_proj[e].copy_(expert.down.weight)
-            theirs.input_layernorm.weight.copy_(mine.attn_norm)
-            theirs.post_attention_layernorm.weight.copy_(mine.mlp_norm)
+            copy_norms(mine, theirs)
     return hf
 
 
