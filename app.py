@@ -648,10 +648,15 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
         "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]), "ideal_s": rows["predicted_ideal_s"]}),
         title=f"{path.stem}, {phase}: measured vs held-out prediction over batch"))
     st.dataframe(pd.DataFrame({
-        "phase": points["phase"], "batch": points["batch"], "context": points["context"],
+        "model": points["model"], "KV heads": points["n_kv_heads"], "phase": points["phase"],
+        "batch": points["batch"], "context": points["context"],
         "measured": points["time_s"].map(fmt_seconds), "fitted": points["predicted_s"].map(fmt_seconds),
         "held-out": points["heldout_predicted_s"].map(fmt_seconds),
-        "held-out error": points["heldout_error"].map(lambda v: f"{v:+.1%}")}), hide_index=True)
+        "held-out error": points["heldout_error"].map(lambda v: f"{v:+.1%}"),
+        "MBU": points["mbu"].map(lambda v: f"{v:.0%}"), "MFU": points["mfu"].map(lambda v: f"{v:.0%}")}),
+        hide_index=True)
+    st.caption("MBU and MFU: the library's bytes and FLOPs of the step over the measured time, as fractions of the "
+               "copy bandwidth and GEMM FLOP/s measured with the point.")
 
 
 PAGES = {"Roofline": page_roofline, "Latency–throughput": page_latency, "Memory": page_memory,

@@ -2,6 +2,7 @@
 import io
 import json
 
+import pandas as pd
 import pytest
 import torch
 
@@ -77,8 +78,12 @@ def test_validate_then_fit_from_the_command_line(tmp_path, capsys):
                  "--quick-ceilings", "--out", str(out)]) == 0
     csv = next(out.glob("*.csv"))
     capsys.readouterr()
-    assert main(["fit", str(csv), "--out", str(tmp_path / "cal.yaml"), "--json", "--hardware", "measured"]) == 0
+    assert main(["fit", str(csv), "--out", str(tmp_path / "cal.yaml"), "--json", "--hardware", "measured",
+                 "--points", str(tmp_path / "points.csv")]) == 0
     summary = json.loads(capsys.readouterr().out)
+    points = pd.read_csv(tmp_path / "points.csv")
+    assert len(points) == 8 and points["mbu"].gt(0).all() and points["mfu"].gt(0).all()
+    assert list(points["heldout_error"]) == pytest.approx(list(points["heldout_predicted_s"] / points["time_s"] - 1))
     assert summary["n_points"] == 8
     for key in ("heldout_median_abs_err", "heldout_p90_abs_err", "mbu_batch1"):
         assert summary[key] == summary[key] and summary[key] >= 0  # finite numbers, not NaN

@@ -130,6 +130,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plots", help="PNG path for the figures (default: next to the first CSV)")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the fit summary as JSON")
+    parser.add_argument("--points", metavar="POINTS.csv",
+                        help="also write every point: measured, fitted and held-out time, error, MBU and MFU")
     parser.add_argument("--score", metavar="CALIBRATION.yaml",
                         help="fit nothing: predict every row with this calibration (fitted on other "
                              "measurements of the same device, hardware: measured) and report the error")
@@ -156,7 +158,7 @@ def run_fit(args: argparse.Namespace) -> int:
         raise ValueError(f"fit: no such file {', '.join(missing)}")
     frame = records.load_frame(paths)
     if args.score:
-        return score_calibration(frame, Path(args.score), args.json)
+        return score_calibration(frame, Path(args.score), args.json, args.points)
     first = frame.iloc[0]
     slug = records.device_slug_of(str(first["device"]), str(first["device_name"]))
     result = fit(frame, slug)
@@ -165,6 +167,8 @@ def run_fit(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else CALIBRATION_DIR / f"{slug}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(document, sort_keys=False))
+    if args.points:
+        write_points(result.points, Path(args.points))
     if not args.no_plots:
         from .plots import save_validation_plots
         plot = Path(args.plots) if args.plots else paths[0].with_suffix(".png")
@@ -185,7 +189,16 @@ def run_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_calibration(frame, path: Path, as_json: bool) -> int:
+POINT_COLUMNS = ("model", "n_kv_heads", "dtype", "phase", "batch", "context", "time_s", "predicted_s",
+                 "heldout_predicted_s", "heldout_error", "mbu", "mbu_read", "mfu", "copy_bandwidth")
+
+
+def write_points(points, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    points[list(POINT_COLUMNS)].to_csv(path, index=False)
+
+
+def score_calibration(frame, path: Path, as_json: bool, points_csv: str | None = None) -> int:
     from roofline.calibration import calibration_from_dict, read_calibration_file
 
     from .fit import score
@@ -194,6 +207,8 @@ def score_calibration(frame, path: Path, as_json: bool) -> int:
         raise ValueError(f"--score {str(path)!r}: its fractions are of {document.get('hardware')!r}'s datasheet; "
                          "scoring applies fractions of the measured ceilings (a fit with hardware: measured)")
     result = score(frame, calibration_from_dict(document, path.stem))
+    if points_csv:
+        write_points(result.points, Path(points_csv))
     phases = {k: v for k, v in result.summary.items() if isinstance(v, dict)}
     if as_json:
         print(json.dumps({"n_points": len(result.points), "calibration_file": str(path), "by_phase": phases}, indent=2))
