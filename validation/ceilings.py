@@ -4,8 +4,13 @@ The GEMM runs through the decoder's own `Linear`, so the FLOP/s roof is the one 
 (on a CPU, oneDNN on a packed weight runs twice as fast as torch.matmul's MKL path; see linear.Linear).
 
 Copy bandwidth counts bytes read plus bytes written (2 x buffer) of a large device-to-device copy.
-A read-only stream (a sum) is measured too: on CPUs a decode step mostly reads, and a read stream
+A read-only stream (a sum) is measured too: a decode step mostly reads, and on CPUs a read stream
 can be far below half the copy figure's total (see validation/README.md).
+
+On CUDA the copy runs as a kernel (an elementwise multiply by 1), not `copy_`: a graphed `copy_` is a
+memcpy node, which the driver may hand to the copy engines, and on the H100 it measured 2439 GB/s
+where a kernel copy measured 3020 (an independent copy: 3006). The read is a bf16 sum accumulated in
+fp32, as the independent floor was measured (2991 GB/s). Both are timed after ~0.3 s of warm-up.
 """
 from __future__ import annotations
 
@@ -43,8 +48,14 @@ def measure_bandwidth(device: str, n_bytes: int, repeats: int) -> tuple[float, f
     source = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     target = torch.empty_like(source)
     total = torch.empty((), dtype=torch.float32, device=device)
-    copy = time_on(device, lambda: target.copy_(source), repeats).median_s
-    read = time_on(device, lambda: torch.sum(source, dim=0, out=total), repeats).median_s
+    if device == "cuda":
+        halves = source.view(torch.bfloat16)
+        copy = time_on(device, lambda: torch.mul(source, 1.0, out=target), repeats, warmup_s=0.3).median_s
+        read = time_on(device, lambda: torch.sum(halves, dim=0, dtype=torch.float32, out=total), repeats,
+                       warmup_s=0.3).median_s
+    else:
+        copy = time_on(device, lambda: target.copy_(source), repeats).median_s
+        read = time_on(device, lambda: torch.sum(source, dim=0, out=total), repeats).median_s
     return 2 * source.numel() * 4 / copy, source.numel() * 4 / read
 
 

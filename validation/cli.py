@@ -69,6 +69,12 @@ def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="cpu-small", help=f"a preset ({', '.join(PRESETS)}), bundled model or config.json")
     parser.add_argument("--layers", type=int, help="override the layer count (a shorter model, same shape)")
     parser.add_argument("--dtype", default=None, help="comma-separated: fp32,bf16,fp16 (default: fp32 on cpu, bf16 on cuda)")
+    parser.add_argument("--kv-dtype", help="the cache's dtype: bf16, fp16, fp32, or quantized fp8 / int8 (a scale per "
+                                           "position, read by the split-KV kernel); default: --dtype")
+    parser.add_argument("--weights", help="weight format: bf16, int8, int4-g32, int4-g128 (weight-only) or fp8 "
+                                          "(W8A8, CUDA); default: --dtype")
+    parser.add_argument("--kernels", choices=("auto", "torch", "triton"), default="auto",
+                        help="eager torch, or the fused Triton step (default: triton on CUDA where it applies)")
     parser.add_argument("--batches", help="comma-separated batch sizes")
     parser.add_argument("--contexts", help="comma-separated context lengths (tokens already cached)")
     parser.add_argument("--kv-heads", help="comma-separated KV head counts to sweep (MHA/GQA/MQA); default: the model's")
@@ -106,6 +112,7 @@ def run_validate(args: argparse.Namespace) -> int:
         contexts=integers(args.contexts or defaults["contexts"], "contexts"),
         kv_heads=integers(args.kv_heads, "kv-heads") if args.kv_heads else (),
         steps=args.steps or defaults["steps"], prefill_repeats=defaults["prefill_repeats"],
+        kv_dtype=args.kv_dtype, weight_format=args.weights, kernels=args.kernels,
         prefill_token_limit=args.prefill_token_limit or defaults["prefill_token_limit"])
     path = Path(args.csv) if args.csv else default_csv(Path(args.out), args.device)
     ceilings = measure_ceilings(args.device, dtypes, "quick" if args.quick_ceilings else None)

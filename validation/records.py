@@ -21,11 +21,12 @@ COLUMNS = (
     "model", "config_hash", "n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
     "n_experts", "top_k", "d_expert", "window", "kv_lora_rank", "q_lora_rank", "qk_rope_dim", "qk_nope_dim",
     "v_head_dim",
-    "dtype", "phase", "attention", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
+    "dtype", "kv_dtype", "weight_format", "kernels",
+    "phase", "attention", "batch", "context", "status", "steps", "time_s", "time_p10_s", "time_p90_s",
     "predicted_ideal_s", "predicted_max_batch", "copy_bandwidth", "read_bandwidth",
     "matmul_flops_fp32", "matmul_flops_bf16", "matmul_flops_fp16", "ceiling_drift", "timestamp",
 )
-KEY = ("model", "config_hash", "n_kv_heads", "dtype", "phase", "batch", "context")
+KEY = ("model", "config_hash", "n_kv_heads", "dtype", "kv_dtype", "weight_format", "phase", "batch", "context")
 OK, DOES_NOT_FIT = "ok", "does-not-fit"
 
 
@@ -109,8 +110,13 @@ def load_frame(paths) -> pd.DataFrame:
     if not rows:
         raise ValueError(f"measurements: no rows in {', '.join(str(p) for p in paths)}")
     frame = pd.DataFrame(rows, columns=COLUMNS)
+    # files from before these columns: the cache and the weights were in the row's dtype, eager kernels
+    frame["kv_dtype"] = frame["kv_dtype"].where(frame["kv_dtype"] != "", frame["dtype"])
+    frame["weight_format"] = frame["weight_format"].where(frame["weight_format"] != "", frame["dtype"])
+    frame["kernels"] = frame["kernels"].where(frame["kernels"] != "", "torch")
     text = {"device", "device_name", "torch_version", "cuda_version", "timing_method", "matmul_kernel", "model",
-            "config_hash", "attention", "dtype", "phase", "status", "timestamp"}
+            "config_hash", "attention", "dtype", "kv_dtype", "weight_format", "kernels", "phase", "status",
+            "timestamp"}
     for column in set(COLUMNS) - text:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame

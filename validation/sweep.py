@@ -26,9 +26,10 @@ from roofline.inference import evaluate
 
 from . import records
 from .ceilings import Ceilings
-from .decoder import attention_kernel, build_decoder, torch_dtype
+from .decoder import attention_kernel, build_decoder, default_kernels, torch_dtype
 from .linear import matmul_kernel
 from .probe import SteadyProbe
+from .quantized import precision_fields, quantize_decoder
 from .timing import time_on
 
 DECODE, PREFILL = "decode", "prefill"
@@ -45,6 +46,9 @@ class SweepSpec:
     steps: int = 10  # timed decode steps per point
     prefill_repeats: int = 3
     prefill_token_limit: int = 2048  # prefill is measured where batch * context <= this
+    kv_dtype: str | None = None  # the cache's dtype (fp8 and int8: quantized); None: the row's dtype
+    weight_format: str | None = None  # validation.quantized.FORMATS; None: the row's dtype
+    kernels: str = "auto"  # "torch" (eager), "triton" (the fused step), "auto": triton where it runs
 
 
 def config_hash(config: ModelConfig) -> str:
@@ -138,8 +142,13 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
         identity = {"model": spec.model.name, "config_hash": config_hash(config), "dtype": dtype,
                     "matmul_kernel": matmul_kernel(spec.device, torch_dtype(dtype)),
                     **{f: getattr(config, f) for f in (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)}}
-        model = build_decoder(config, dtype, spec.device)
-        compiled, precision = compile_model(config), Precision(weights=dtype, activations=dtype, kv=dtype)
+        kernels = default_kernels(config, spec.device) if spec.kernels == "auto" else spec.kernels
+        kv_dtype, weight_format = spec.kv_dtype or dtype, spec.weight_format or dtype
+        identity.update(kernels=kernels, kv_dtype=kv_dtype, weight_format=weight_format)
+        model = build_decoder(config, dtype, spec.device, kv_dtype=kv_dtype, kernels=kernels)
+        if weight_format != dtype:
+            quantize_decoder(model, weight_format)
+        compiled, precision = compile_model(config), row_precision(identity)
         too_big = set()  # contexts where a smaller batch already did not fit
         for k, d, context, batch in todo:
             if (k, d) != (n_kv_heads, dtype):
@@ -175,6 +184,17 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     return written
 
 
+def row_precision(row: dict) -> Precision:
+    """What the library should count for a row: its weight format, activation dtype and cache dtype.
+    A quantized cache keeps a float32 scale per (position, KV head): 4 bytes per head_dim values, which
+    the library's 2-byte group scale counts as a group of head_dim / 2."""
+    dtype = str(row["dtype"])
+    kv = str(row.get("kv_dtype") or dtype)
+    kv_group = int(row["head_dim"]) // 2 if kv in ("int8", "fp8") else None
+    return Precision(activations=dtype, kv=kv, kv_group_size=kv_group,
+                     **precision_fields(str(row.get("weight_format") or dtype)))
+
+
 def _does_not_fit(row: dict) -> dict:
     return {**row, "status": records.DOES_NOT_FIT, "steps": 0, "time_s": "", "time_p10_s": "", "time_p90_s": ""}
 
@@ -197,15 +217,16 @@ def _measure(model, spec: SweepSpec, phase: str, batch: int, context: int, row: 
             else:
                 model.allocate_cache(batch, context)
                 tokens = torch.randint(0, model.config.vocab_size, (batch, context), device=device)
-                timing = time_on(device, lambda: model(tokens), spec.prefill_repeats, warmup=1, graph=False)
+                graph_safe = MOE not in model.config.layer_mlp  # graphed too: eager small prefills were launch bound
+                timing = time_on(device, lambda: model(tokens), spec.prefill_repeats, warmup=1, graph=graph_safe)
     except Exception as err:
         if not is_out_of_memory(err):
             raise
-        model.k_cache = model.v_cache = None
+        model.release_cache()
         _release(device)
         return _does_not_fit(row)
     finally:
-        model.k_cache = model.v_cache = None
+        model.release_cache()
     if device == "cuda":
         row = {**row, "timing_method": timing.method}
     return {**row, "status": records.OK, "steps": timing.n, "time_s": timing.median_s,

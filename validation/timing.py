@@ -39,13 +39,18 @@ def time_cpu(fn, repeats: int, warmup: int = 1) -> Timing:
     return summarize(samples, "perf_counter")
 
 
-def time_cuda(fn, repeats: int, warmup: int = 3, graph: bool = True) -> Timing:
-    """fn must be graph-safe when graph=True: fixed shapes, static buffers, no host sync inside."""
+def time_cuda(fn, repeats: int, warmup: int = 3, graph: bool = True, warmup_s: float = 0.0) -> Timing:
+    """fn must be graph-safe when graph=True: fixed shapes, static buffers, no host sync inside.
+    warmup_s: keep warming up this long at least (clocks settle; a cold card measured slow)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm-up on a side stream, as capture requires
         for _ in range(warmup):
             fn()
+        start = time.perf_counter()
+        while time.perf_counter() - start < warmup_s:
+            fn()
+            torch.cuda.synchronize()
     torch.cuda.current_stream().wait_stream(stream)
     torch.cuda.synchronize()
     step = fn
@@ -67,7 +72,7 @@ def time_cuda(fn, repeats: int, warmup: int = 3, graph: bool = True) -> Timing:
     return summarize(samples, "cuda-graph+events" if graph else "cuda-events")
 
 
-def time_on(device: str, fn, repeats: int, warmup: int = 1, graph: bool = True) -> Timing:
+def time_on(device: str, fn, repeats: int, warmup: int = 1, graph: bool = True, warmup_s: float = 0.0) -> Timing:
     if device == "cuda":
-        return time_cuda(fn, repeats, max(warmup, 3), graph)
+        return time_cuda(fn, repeats, max(warmup, 3), graph, warmup_s)
     return time_cpu(fn, repeats, warmup)
