@@ -35,15 +35,19 @@ def calibration_from_dict(raw, where: str) -> Calibration:
     flops = raw.get("flops_efficiency", {})
     if not isinstance(flops, dict):
         raise ValueError(f"calibration {where}: field 'flops_efficiency' must map dtype -> fraction, got {flops!r}")
+    bandwidth = _number(raw, "bandwidth_efficiency", where)
+    flops_efficiency = {str(d): _number(flops, d, f"{where} flops_efficiency") for d in flops}
+    # Absent attention fields: the attention kernels reach what the weight GEMMs reach (the slowest dtype's)
     return Calibration(
         name=str(raw.get("name") or where),
-        bandwidth_efficiency=_number(raw, "bandwidth_efficiency", where),
-        flops_efficiency={str(d): _number(flops, d, f"{where} flops_efficiency") for d in flops},
+        bandwidth_efficiency=bandwidth,
+        flops_efficiency=flops_efficiency,
         step_overhead_s=_number(raw, "step_overhead_s", where, 0.0),
         layer_overhead_s=_number(raw, "layer_overhead_s", where, 0.0),
         corner=_number(raw, "corner", where, math.inf),
-        attention_bandwidth_efficiency=_number(raw, "attention_bandwidth_efficiency", where, 1.0),
-        attention_flops_efficiency=_number(raw, "attention_flops_efficiency", where, 1.0),
+        attention_bandwidth_efficiency=_number(raw, "attention_bandwidth_efficiency", where, bandwidth),
+        attention_flops_efficiency=_number(raw, "attention_flops_efficiency", where,
+                                           min(flops_efficiency.values(), default=1.0)),
         attention_corner=None if raw.get("attention_corner") is None else _number(raw, "attention_corner", where),
     )
 

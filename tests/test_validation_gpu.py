@@ -1,14 +1,16 @@
 """The CUDA path: graphed decode steps compute what eager ones do, timing and out-of-memory work.
 
-Skipped without CUDA (written for H100/H200; not yet run on a GPU at the time of writing).
+Skipped without CUDA. Run on an H100 (torch 2.11, CUDA 13.0): all pass (validation/README.md).
 """
 import io
+import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from validation import records, sweep
-from validation.ceilings import measure_ceilings
+from validation.ceilings import measure_bandwidth, measure_ceilings
 from validation.cli import PRESETS
 from validation.decoder import build_decoder
 from validation.timing import time_cuda
@@ -63,3 +65,11 @@ def test_a_gpu_sweep_point_that_runs_out_of_memory_is_recorded_not_raised(tmp_pa
     rows = {r["batch"]: r for r in records.read_rows(tmp_path / "m.csv")}
     assert rows["1"]["status"] == records.OK and rows["1"]["timing_method"] == "cuda-graph+events"
     assert rows[str(10**6)]["status"] == records.DOES_NOT_FIT
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or "H100" not in torch.cuda.get_device_name(), reason="needs an H100")
+def test_the_bandwidth_probes_agree_with_the_independent_h100_floors_within_5_percent():
+    floor = json.loads((Path(__file__).parents[1] / "data/measurements/cuda-h100-floor.json").read_text())
+    copy, read = measure_bandwidth("cuda", 4 * 2**30, 20)
+    assert abs(copy / (floor["copy_rw_GBps"] * 1e9) - 1) < 0.05
+    assert abs(read / (floor["sum_read_GBps"] * 1e9) - 1) < 0.05

@@ -65,6 +65,25 @@ def test_out_of_memory_is_recorded_as_does_not_fit_and_larger_batches_are_not_tr
     assert 4 not in measured  # known not to fit once batch 2 did not
 
 
+def test_a_device_fault_names_its_point_keeps_earlier_rows_and_is_not_retried(tmp_path, monkeypatch):
+    path = tmp_path / "m.csv"
+    calls = []
+    real_time_on = sweep.time_on
+
+    def time_on(device, fn, repeats, warmup=1, graph=True):
+        calls.append(1)
+        if len(calls) == 3:  # decode and prefill at batch 1 went through; decode at batch 2 faults
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return real_time_on(device, fn, repeats, warmup, graph)
+
+    monkeypatch.setattr(sweep, "time_on", time_on)
+    spec = sweep.SweepSpec(**{**SPEC.__dict__, "batches": (1, 2, 4), "contexts": (16,)})
+    with pytest.raises(sweep.MeasurementError, match=r"decode B=2 S=16 .*illegal memory access"):
+        run(path, spec)
+    assert len(calls) == 3
+    assert {(r["phase"], r["batch"]) for r in records.read_rows(path)} == {("decode", "1"), ("prefill", "1")}
+
+
 def test_points_the_library_predicts_cannot_fit_are_not_attempted(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "free_memory", lambda device: 1.0)
     monkeypatch.setattr(sweep, "_measure", lambda *a: pytest.fail("measured a point that cannot fit"))

@@ -99,7 +99,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
     from .ceilings import measure_ceilings
     from .probe import SteadyProbe
-    from .sweep import SweepSpec, default_csv, run_sweep
+    from .sweep import MeasurementError, SweepSpec, default_csv, run_sweep
     if args.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is visible to torch")
     if args.threads:
@@ -123,7 +123,11 @@ def run_validate(args: argparse.Namespace) -> int:
     probe_size = "quick" if args.quick_ceilings else "probe"
     probe = SteadyProbe(lambda: measure_ceilings(args.device, dtypes, probe_size),
                         patience_s=0.0 if args.quick_ceilings else 120.0) if probed else None  # quick: not waited on
-    written = run_sweep(spec, path, ceilings, probe=probe)
+    try:
+        written = run_sweep(spec, path, ceilings, probe=probe)
+    except MeasurementError as err:
+        print(f"roofline validate: error: {err} ({path})", file=sys.stderr)
+        return 1
     print(f"{path}: {written[records.OK]} measured, {written[records.DOES_NOT_FIT]} do not fit, "
           f"{written['skipped']} skipped (already there or prefill over the token limit)")
     return 0
@@ -197,7 +201,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 
 POINT_COLUMNS = ("model", "n_kv_heads", "dtype", "phase", "batch", "context", "time_s", "predicted_s",
-                 "heldout_predicted_s", "heldout_error", "mbu", "mbu_read", "mfu", "copy_bandwidth")
+                 "heldout_predicted_s", "heldout_error", "mbu", "mbu_copy", "mfu", "read_bandwidth")
 
 
 def write_points(points, path: Path) -> None:
@@ -237,8 +241,8 @@ def report(result, document: dict, out: Path) -> str:
         if s:
             lines.append(f"  {phase}: held-out |error| median {s['heldout_median_abs_err']:.1%}, "
                          f"p90 {s['heldout_p90_abs_err']:.1%} ({s['n_heldout']} points)")
-    lines.append(f"  MBU at batch 1 (decode, median): {result.summary['mbu_batch1']:.2f} of copy bandwidth, "
-                 f"{result.summary['mbu_read_batch1']:.2f} of read bandwidth")
+    lines.append(f"  MBU at batch 1 (decode, median): {result.summary['mbu_batch1']:.2f} of read bandwidth, "
+                 f"{result.summary['mbu_copy_batch1']:.2f} of copy bandwidth")
     return "\n".join(lines)
 
 

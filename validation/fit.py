@@ -28,7 +28,7 @@ from roofline.inference import evaluate
 from . import records
 
 DTYPES = ("fp32", "bf16", "fp16")
-MAX_EFFICIENCY = 1.5  # Calibration's own bound
+MAX_EFFICIENCY = 1.0  # Calibration's own bound: no kernel beats the measured roof
 PRIOR_WEIGHT = 0.01  # weak pull of unidentified roofs (e.g. FLOP/s when nothing is compute bound) to 1
 
 
@@ -41,7 +41,7 @@ class Group:
     counts: np.ndarray  # (n_ops, n_components, n_points)
     measured_s: np.ndarray  # (n_points,)
     index: np.ndarray  # the points' row numbers in the frame
-    bandwidth: np.ndarray  # (n_points,) the copy bandwidth measured with each point
+    bandwidth: np.ndarray  # (n_points,) the read bandwidth measured with each point (roof_bandwidth)
     peak_flops: dict  # dtype -> (n_points,) the GEMM FLOP/s measured with each point
 
 
@@ -54,28 +54,32 @@ def row_options(row) -> Options:
     return Options(attention=str(row["attention"]))
 
 
+def roof_bandwidth(rows) -> np.ndarray:
+    """The bandwidth roof of each row: its measured read stream (a decode step reads weights and cache
+    and writes next to nothing), or, where a file has none, its copy bandwidth (read + written)."""
+    read, copy = rows["read_bandwidth"].to_numpy(float), rows["copy_bandwidth"].to_numpy(float)
+    return np.where(np.isfinite(read) & (read > 0), read, copy)
+
+
 def measured_hardware(frame: pd.DataFrame) -> Hardware:
     """The measured ceilings (median over the file's runs) as a Hardware: the roofs the fit starts from."""
     peaks = {d: float(frame[f"matmul_flops_{d}"].median()) for d in DTYPES if frame[f"matmul_flops_{d}"].notna().any()}
     return Hardware(id="measured", name=str(frame["device_name"].iloc[0]), memory_bytes=1.0,
-                    memory_bandwidth=float(frame["copy_bandwidth"].median()), peak_flops=peaks)
-
-
-def precision_of(dtype: str) -> Precision:
-    return Precision(weights=dtype, activations=dtype, kv=dtype)
+                    memory_bandwidth=float(np.median(roof_bandwidth(frame))), peak_flops=peaks)
 
 
 def groups_of(frame: pd.DataFrame) -> list[Group]:
     out = []
-    for (_config_hash, phase, dtype, _attention), rows in frame.groupby(["config_hash", "phase", "dtype", "attention"]):
+    keys = ["config_hash", "phase", "dtype", "kv_dtype", "weight_format", "attention"]
+    for (_config_hash, phase, dtype, *_), rows in frame.groupby(keys):
         compiled = compile_model(row_config(rows.iloc[0]), row_options(rows.iloc[0]))
-        precision = precision_of(str(dtype))
+        precision = records.row_precision(rows.iloc[0])
         widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
         # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
         keys = rows["context"].to_numpy(float) + (1 if phase == "decode" else 0)
         counts = getattr(compiled, phase)(rows["batch"].to_numpy(float), keys, widths)
         out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy(),
-                         rows["copy_bandwidth"].to_numpy(float), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)}))
+                         roof_bandwidth(rows), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)}))
     return out
 
 
@@ -97,7 +101,7 @@ class Parameters:
     def starts(self) -> list[np.ndarray]:
         """Several starting points: the least squares has local minima (a large fixed overhead can stand
         in for a slow roof), so the fit keeps the best of a small grid over overhead and corner.
-        Efficiencies as logit(e / 1.5) from e = 0.75; overheads as log seconds; corner p = 1 + exp(x)."""
+        Efficiencies as logit(e / MAX_EFFICIENCY) from e = 0.5; overheads as log seconds; corner p = 1 + exp(x)."""
         return [np.r_[np.zeros(self.n_efficiencies), np.full(self.n_overheads, np.log(overhead)), np.log(p - 1),
                       np.log(p - 1)]
                 for overhead in (1e-6, 1e-4) for p in (1.5, 4.0, 30.0)]
@@ -152,7 +156,7 @@ def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibratio
 def row_hardware(row, hardware: Hardware) -> Hardware:
     """The device as it was when the row was measured: its own recorded ceilings."""
     dtype = str(row["dtype"])
-    return dataclasses.replace(hardware, memory_bandwidth=float(row["copy_bandwidth"]),
+    return dataclasses.replace(hardware, memory_bandwidth=float(roof_bandwidth(pd.DataFrame([row]))[0]),
                                peak_flops={**hardware.peak_flops, dtype: float(row[f"matmul_flops_{dtype}"])})
 
 
@@ -160,9 +164,8 @@ def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -
     """Through the public path: inference.evaluate's TPOT (decode) or TTFT (prefill) at each row."""
     out = []
     for _, row in frame.iterrows():
-        dtype = str(row["dtype"])
         metrics = evaluate(compile_model(row_config(row), row_options(row)), row_hardware(row, hardware),
-                           precision_of(dtype),
+                           records.row_precision(row),
                            row["batch"], row["context"], 1, calibration, e2e=False)
         out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
     return np.array(out)
@@ -180,16 +183,15 @@ def utilization(frame: pd.DataFrame, hardware: Hardware) -> pd.DataFrame:
     """MBU and MFU from the library's byte and FLOP counts over the measured time."""
     bytes_, flops = [], []
     for _, row in frame.iterrows():
-        dtype = str(row["dtype"])
-        metrics = evaluate(compile_model(row_config(row), row_options(row)), hardware, precision_of(dtype),
+        metrics = evaluate(compile_model(row_config(row), row_options(row)), hardware, records.row_precision(row),
                            row["batch"], row["context"], 1, e2e=False)
         bytes_.append(float(metrics[f"{row['phase']}_bytes"]))
         flops.append(float(metrics[f"{row['phase']}_flops"]))
     frame = frame.assign(model_bytes=bytes_, model_flops=flops)
     frame["achieved_bandwidth"] = frame["model_bytes"] / frame["time_s"]
     frame["achieved_flops"] = frame["model_flops"] / frame["time_s"]
-    frame["mbu"] = frame["achieved_bandwidth"] / frame["copy_bandwidth"]
-    frame["mbu_read"] = frame["achieved_bandwidth"] / frame["read_bandwidth"]
+    frame["mbu"] = frame["achieved_bandwidth"] / roof_bandwidth(frame)  # of the read stream: what decode does
+    frame["mbu_copy"] = frame["achieved_bandwidth"] / frame["copy_bandwidth"]
     peak = np.array([row[f"matmul_flops_{row['dtype']}"] for _, row in frame.iterrows()], dtype=float)
     frame["mfu"] = frame["achieved_flops"] / peak
     return frame
@@ -240,7 +242,7 @@ def summarize(points: pd.DataFrame) -> dict:
                           "insample_median_abs_err": float(group["insample_error"].abs().median())}
     batch1 = points[(points["phase"] == "decode") & (points["batch"] == 1)]
     summary["mbu_batch1"] = float(batch1["mbu"].median()) if len(batch1) else float("nan")
-    summary["mbu_read_batch1"] = float(batch1["mbu_read"].median()) if len(batch1) else float("nan")
+    summary["mbu_copy_batch1"] = float(batch1["mbu_copy"].median()) if len(batch1) else float("nan")
     return summary
 
 
@@ -250,6 +252,10 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
     achieved_bw = c.bandwidth_efficiency * hw.memory_bandwidth
     achieved_flops = {d: e * hw.peak_flops[d] for d, e in c.flops_efficiency.items()}
     reference = datasheet or hw
+    # attention's fractions are of the device's roofs too: restated against the reference's
+    attention_dtype = min(achieved_flops, key=achieved_flops.get)
+    attention_bandwidth = c.attention_bandwidth_efficiency * hw.memory_bandwidth / reference.memory_bandwidth
+    attention_flops = c.attention_flops_efficiency * hw.peak_flops[attention_dtype] / reference.peak(attention_dtype)
     document = {
         "name": c.name,
         "hardware": datasheet.id if datasheet else "measured",
@@ -259,17 +265,19 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
         "step_overhead_s": c.step_overhead_s,
         "layer_overhead_s": c.layer_overhead_s,
         "corner": c.corner,
-        "attention_bandwidth_efficiency": c.attention_bandwidth_efficiency,
-        "attention_flops_efficiency": c.attention_flops_efficiency,
+        "attention_bandwidth_efficiency": attention_bandwidth,
+        "attention_flops_efficiency": attention_flops,
         "attention_corner": c.attention_corner,
         "achieved": {"bandwidth_bytes_per_s": achieved_bw, "flops_per_s": achieved_flops},
-        "measured_ceilings": {"copy_bandwidth_bytes_per_s": hw.memory_bandwidth,
-                              "read_bandwidth_bytes_per_s": float(result.points["read_bandwidth"].median()),
+        "measured_ceilings": {"copy_bandwidth_bytes_per_s": float(result.points["copy_bandwidth"].median()),
+                              "read_bandwidth_bytes_per_s": hw.memory_bandwidth,
                               "matmul_flops_per_s": dict(hw.peak_flops)},
         "fit": {"device_name": hw.name, "sources": sources, "n_points": len(result.points),
                 "torch_version": str(result.points["torch_version"].iloc[0]), **_plain(result.summary)},
     }
     too_high = [k for k, v in [("bandwidth_efficiency", document["bandwidth_efficiency"]),
+                               ("attention_bandwidth_efficiency", attention_bandwidth),
+                               ("attention_flops_efficiency", attention_flops),
                                *document["flops_efficiency"].items()] if v > MAX_EFFICIENCY]
     if too_high:
         raise ValueError(f"fit: {', '.join(too_high)} exceed {MAX_EFFICIENCY} of hardware {reference.id!r}'s "

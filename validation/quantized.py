@@ -11,7 +11,8 @@ GEMV efficiencies are measured on.
 
 Each replaces an `nn.Linear`'s forward; `weight` is dropped so the bf16 copy is not kept alive (a
 quantized 7B model must fit where its bf16 twin would not have to). Stored bytes per weight, scales
-included, are what `roofline.Precision` counts: int8 1 + 2/D, int4 0.5 + 4/g (scale and zero), fp8 1.
+included, are what `roofline.Precision` counts (records.row_precision): int8 1 + 2/D, int4 0.5 + 4/g
+(scale and zero), fp8 1.
 """
 from __future__ import annotations
 
@@ -118,14 +119,6 @@ def quantize(weight: torch.Tensor, fmt: str) -> nn.Module:
     if fmt == "fp8":
         return Fp8Linear(weight)
     raise ValueError(f"weight format: {fmt!r} is not one of {', '.join(FORMATS)}")
-
-
-def precision_fields(fmt: str) -> dict:
-    """The roofline.Precision fields of a format: what the library should count for it. int4 keeps a
-    scale and a zero per group (4 bytes), which the library's 2-byte group scale counts as half a group."""
-    if fmt.startswith("int4-g"):
-        return {"weights": "int4", "weight_group_size": int(fmt.removeprefix("int4-g")) // 2}
-    return {"weights": fmt}
 
 
 def quantize_decoder(model: nn.Module, fmt: str) -> nn.Module:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from roofline import Precision
+
 COLUMNS = (
     "device", "device_name", "torch_version", "cuda_version", "threads", "load_average", "timing_method",
     "matmul_kernel",
@@ -34,6 +36,21 @@ def device_slug_of(device: str, name: str) -> str:
     """A file-name-safe id: 'cuda-nvidia-h100-80gb-hbm3', 'cpu-amd-epyc-2-threads'."""
     name = name.replace(f"{device} ", "", 1) if name.lower().startswith(device) else name
     return re.sub(r"[^a-z0-9]+", "-", f"{device} {name}".lower()).strip("-")
+
+
+def row_precision(row) -> Precision:
+    """What the library should count for a row: its weight format, activation dtype and cache dtype.
+    Byte widths as the harness stores them: a quantized cache keeps a float32 scale per (position, KV
+    head), 4 bytes per head_dim values, which the library's 2-byte group scale counts as a group of
+    head_dim / 2; int4 weights keep a scale and a zero per group (4 bytes): a library group of g / 2."""
+    dtype = str(row["dtype"])
+    kv = str(row.get("kv_dtype") or dtype)
+    weights = str(row.get("weight_format") or dtype)
+    kv_group = int(row["head_dim"]) // 2 if kv in ("int8", "fp8") else None
+    if weights.startswith("int4-g"):
+        return Precision(weights="int4", activations=dtype, kv=kv, kv_group_size=kv_group,
+                         weight_group_size=int(weights.removeprefix("int4-g")) // 2)
+    return Precision(weights=weights, activations=dtype, kv=kv, kv_group_size=kv_group)
 
 
 def point_key(row: dict) -> tuple:

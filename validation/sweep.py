@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from roofline import Hardware, ModelConfig, Precision
+from roofline import Hardware, ModelConfig
 from roofline.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, MOE, uniform_layers
 from roofline.evaluate import compile_model
 from roofline.inference import evaluate
@@ -29,10 +29,14 @@ from .ceilings import Ceilings
 from .decoder import attention_kernel, build_decoder, default_kernels, torch_dtype
 from .linear import matmul_kernel
 from .probe import SteadyProbe
-from .quantized import precision_fields, quantize_decoder
+from .quantized import quantize_decoder
 from .timing import time_on
 
 DECODE, PREFILL = "decode", "prefill"
+
+
+class MeasurementError(RuntimeError):
+    """A point failed for a reason other than memory (a CUDA fault, a kernel error): named, not retried."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
         model = build_decoder(config, dtype, spec.device, kv_dtype=kv_dtype, kernels=kernels)
         if weight_format != dtype:
             quantize_decoder(model, weight_format)
-        compiled, precision = compile_model(config), row_precision(identity)
+        compiled, precision = compile_model(config), records.row_precision(identity)
         too_big = set()  # contexts where a smaller batch already did not fit
         for k, d, context, batch in todo:
             if (k, d) != (n_kv_heads, dtype):
@@ -184,17 +188,6 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
     return written
 
 
-def row_precision(row: dict) -> Precision:
-    """What the library should count for a row: its weight format, activation dtype and cache dtype.
-    A quantized cache keeps a float32 scale per (position, KV head): 4 bytes per head_dim values, which
-    the library's 2-byte group scale counts as a group of head_dim / 2."""
-    dtype = str(row["dtype"])
-    kv = str(row.get("kv_dtype") or dtype)
-    kv_group = int(row["head_dim"]) // 2 if kv in ("int8", "fp8") else None
-    return Precision(activations=dtype, kv=kv, kv_group_size=kv_group,
-                     **precision_fields(str(row.get("weight_format") or dtype)))
-
-
 def _does_not_fit(row: dict) -> dict:
     return {**row, "status": records.DOES_NOT_FIT, "steps": 0, "time_s": "", "time_p10_s": "", "time_p90_s": ""}
 
@@ -220,8 +213,9 @@ def _measure(model, spec: SweepSpec, phase: str, batch: int, context: int, row: 
                 graph_safe = MOE not in model.config.layer_mlp  # graphed too: eager small prefills were launch bound
                 timing = time_on(device, lambda: model(tokens), spec.prefill_repeats, warmup=1, graph=graph_safe)
     except Exception as err:
-        if not is_out_of_memory(err):
-            raise
+        if not is_out_of_memory(err):  # a CUDA fault is not retried: it names its point and stops the sweep
+            raise MeasurementError(f"{phase} B={batch} S={context} ({row['model']}, kv heads {row['n_kv_heads']}, "
+                                   f"{row['dtype']}): {type(err).__name__}: {err}; the rows before it are kept") from err
         model.release_cache()
         _release(device)
         return _does_not_fit(row)
