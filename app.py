@@ -627,13 +627,15 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
                else f"leave-one-context-out over {s['n_heldout']} of {s['n_points']} points")
         column.metric(f"{phase}: held-out median |error|", f"{s['heldout_median_abs_err']:.1%}",
                       help=f"{how}; p90 {s['heldout_p90_abs_err']:.1%}")
-    columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}")
+    columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}",
+                       help="bytes the library counts over the measured read stream")
     flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
     source = (f"Predicted by `{fitted['name']}`, fitted on other measurements of {points['device_name'].iloc[0]} "
               "(nothing refitted)" if transferred else f"Fitted on {points['device_name'].iloc[0]}")
-    st.caption(f"{source}: bandwidth {fitted['bandwidth_efficiency']:.0%} and FLOP/s "
-               f"{flops} of the measured ceilings (attention kernels: {fitted['attention_bandwidth_efficiency']:.0%} "
-               f"and {fitted['attention_flops_efficiency']:.0%} of those), "
+    st.caption(f"{source}: weights stream at {fitted['bandwidth_efficiency']:.0%} of the measured read "
+               f"stream and GEMMs reach {flops} of the measured FLOP/s; attention kernels "
+               f"{fitted['attention_bandwidth_efficiency']:.0%} and {fitted['attention_flops_efficiency']:.0%} of the "
+               "same roofs; "
                f"overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
                f"{fmt_seconds(fitted['layer_overhead_s'])} per layer. Predictions use the measured model and device, "
                "not the sidebar's.")
