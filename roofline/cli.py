@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     runners = {}
     for module in MODULES:
         for name, add_arguments, run in module.COMMANDS:
-            add_arguments(sub.add_parser(name, help=(run.__doc__ or "").strip().splitlines()[0]))
+            summary = (run.__doc__ or "").strip().splitlines()[0]
+            add_arguments(sub.add_parser(name, help=summary.replace("%", "%%")))  # argparse formats help with %
             runners[name] = run
     args = parser.parse_args(argv)
     try:

@@ -111,7 +111,7 @@ def _overrides(config, args) -> dict:
         if text is None:
             continue
         overrides[field] = _positive_int(flag, text)
-        if field == "n_kv_heads" and config.is_mla:
+        if field == "n_kv_heads" and not config.has_kv_heads:
             raise ValueError(f"--kv-heads: model {config.name!r} uses MLA (one shared latent KV cache); "
                              "KV heads do not apply")
         try:
@@ -138,7 +138,7 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
         row["roofline_tpot_s"] = record["tpot_s"]
         if napkin:
             row["tpot_s"] = record["napkin_tpot_s"]
-            row["tokens_per_s"] = record["batch"] / record["napkin_tpot_s"]
+            row["tokens_per_s"] = record["napkin_tokens_per_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
         rows.append({k: _plain(v) for k, v in row.items()})
     return rows

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .bounds import Calibration
-from .calibration import CALIBRATION_DIR, calibration_from_dict, read_calibration_file
+from .calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
 from .hardware import DATA_DIR, Hardware, load_hardware
 from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from .report import DEFAULTS, ValidationInput, build_study

@@ -12,8 +12,10 @@ m micro-batches:
       max(Σ t_i + (p−1)·x, m·max t_i): the chain of one micro-batch, or the busiest stage.
 So at m = 1 the pipeline adds (p−1) hand-offs to TPOT and only relieves memory; micro-batches fill
 the stages, but in weight-bound decode each micro-batch re-reads the stage's weights, so the gain
-comes from the larger batch the freed memory admits. Left out: the sampled token's trip back to the
-first stage, activation workspace in memory, interleaved (virtual) stages, calibration overheads.
+comes from the larger batch the freed memory admits. Stage times are rows of the Deployment's step
+(calibration, its corner and overheads included: a layer's overhead on its stage, the per-step one on
+every stage's GPU). Left out: the sampled token's trip back to the first stage, activation workspace
+in memory, interleaved (virtual) stages.
 """
 from __future__ import annotations
 
@@ -23,30 +25,14 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .bounds import Roofs, step_times
+from .calibration import IDEAL, Calibration
 from .config import WINDOW, ModelConfig, load_model
-from .evaluate import compile_model
+from .deployment import OVERHEAD_GROUP, Deployment
 from .hardware import Hardware, load_hardware
-from .model import DECODE, Options, phase_ops
-from .parallel import communication_seconds, link, shard
+from .model import DECODE, Options, decode_context, layer_group, phase_ops
 from .precision import Precision
+from .sharding import shard, stage_layers, whole
 from .symbols import B, b_kv
-
-
-def _whole(name: str, value, low: int = 1) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}: must be a whole number >= {low}, got {value!r}")
-    return int(value)
-
-
-def stage_layers(n_layers: int, pp: int) -> list[range]:
-    """Contiguous layer indices of each stage; the first n_layers mod pp stages take one more."""
-    pp = _whole("pp", pp)
-    if pp > n_layers:
-        raise ValueError(f"pp: {pp} stages for {n_layers} layers leaves a stage with none")
-    sizes = [n_layers // pp + (i < n_layers % pp) for i in range(pp)]
-    starts = np.cumsum([0] + sizes)
-    return [range(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def pass_seconds(stage_s, transfer_s: float, microbatches: int) -> float:
@@ -68,33 +54,33 @@ def idle_fraction(stage_s, microbatches: int, elapsed: float) -> float:
 
 
 def _layer_key(config: ModelConfig, index: int) -> str:
-    return f"layers[{config.layer_attention[index]},{config.layer_mlp[index]}]"  # model.symbolic_ops' group
+    return layer_group(config.layer_attention[index], config.layer_mlp[index])
 
 
-def _per_op_seconds(config, hw, precision, options, batch, context) -> dict[str, float]:
-    """Roofline seconds of each decode op group: per layer for layer groups, whole for embed and head."""
-    cm = compile_model(config, options)
-    widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
-    times = step_times(cm.decode.parts(float(batch), float(context), widths), cm.decode, Roofs.of(hw, precision))
-    out: dict[str, float] = {}
-    for name, count, c, m in zip(cm.decode.names, cm.decode.counts, times.compute_s, times.memory_s):
-        group = name.split(".", 1)[0]
-        per = count if group.startswith("layers[") else 1
-        out[group] = out.get(group, 0.0) + float(np.max(np.maximum(c, m))) / per
-    return out
-
-
-def stage_seconds(config: ModelConfig, hw: Hardware, pp: int, batch: float, context: float,
-                  precision: Precision = Precision(), options: Options = Options(), tp: int = 1) -> list[float]:
-    """Decode-step seconds of each stage for `batch` sequences at `context` keys, TP all-reduces included."""
-    local = shard(config, tp)
-    seconds = _per_op_seconds(local, hw, precision, options, batch, context)
-    allreduces = communication_seconds(config, hw, tp, batch, precision.activation_bytes) / config.n_layers
-    stages = stage_layers(config.n_layers, pp)
-    out = [sum(seconds[_layer_key(config, j)] for j in layers) + len(layers) * float(allreduces) for layers in stages]
-    out[0] += seconds["embed"]
-    out[-1] += seconds["head"]
-    return out
+def stage_seconds(d: Deployment, batch: float, context: float) -> tuple[list[float], float]:
+    """Decode-step seconds of each stage for `batch` sequences at `context` keys (TP all-reduces and
+    overheads included), and one hand-off between stages."""
+    step = d.step(DECODE, float(batch), float(context))
+    per_layer: dict[str, float] = {}  # a layer group's ops, each layer's share; every layer's all-reduces
+    ends, per_stage, transfer = {"embed": 0.0, "head": 0.0}, 0.0, 0.0
+    for name, count, seconds in zip(step.ops, step.counts, step.time_s):
+        seconds = float(np.max(seconds))
+        if name.in_layers:
+            per_layer[name.group] = per_layer.get(name.group, 0.0) + seconds / count
+        elif name.group in ends:
+            ends[name.group] += seconds
+        elif name.group == "pp":
+            transfer = seconds / count
+        elif name.group == OVERHEAD_GROUP and name.op == "step":
+            per_stage += seconds / count
+        else:  # per-layer collectives and overheads
+            per_layer["*"] = per_layer.get("*", 0.0) + seconds / d.config.n_layers
+    stages = stage_layers(d.config.n_layers, d.pp)
+    out = [per_stage + sum(per_layer[_layer_key(d.config, j)] + per_layer.get("*", 0.0) for j in layers)
+           for layers in stages]
+    out[0] += ends["embed"]
+    out[-1] += ends["head"]
+    return out, transfer
 
 
 @lru_cache(maxsize=32)
@@ -102,7 +88,7 @@ def _layer_storage(config: ModelConfig, options: Options) -> tuple[dict, dict, d
     """Per layer group: weight elements and KV elements per token; embed/head weight elements."""
     params, kv, ends = {}, {}, {}
     for p in phase_ops(config, options, DECODE):
-        if p.group.startswith("layers["):
+        if p.op_name.in_layers:
             params[p.group] = params.get(p.group, 0) + int(p.op.params)
             # A decode step writes each new token's K/V once per layer: kv_write at B = 1, b_kv = 1.
             kv_one = sp.sympify(p.op.cost.kv_write).xreplace({B: 1, b_kv: 1})
@@ -154,29 +140,26 @@ class PipelineResult:
 
 def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int = 1, microbatches: int = 1,
                      batch: int = 1, prompt: int = 1024, gen: int = 128, tp: int = 1,
-                     precision: Precision = Precision(), options: Options = Options()) -> PipelineResult:
+                     precision: Precision = Precision(), options: Options = Options(),
+                     calibration: Calibration = IDEAL) -> PipelineResult:
     """Decode of `batch` sequences with `prompt` tokens cached on tp × pp GPUs, m micro-batches in flight."""
     config, hw = load_model(model), load_hardware(hardware)
-    pp, microbatches, batch = _whole("pp", pp), _whole("microbatches", microbatches), _whole("batch", batch)
-    prompt, gen = _whole("prompt", prompt), _whole("gen", gen)
+    pp, microbatches, batch = whole("pp", pp), whole("microbatches", microbatches), whole("batch", batch)
+    prompt, gen = whole("prompt", prompt), whole("gen", gen)
     if batch % microbatches:
         raise ValueError(f"microbatches: {microbatches} does not divide the batch of {batch}")
     micro = batch // microbatches
-    stages = stage_seconds(config, hw, pp, micro, prompt + 1, precision, options, tp)
-    assumed = False
-    transfer = 0.0
-    if pp > 1:
-        bandwidth, latency, assumed = link(hw)
-        transfer = latency + micro * config.d_model * precision.activation_bytes / bandwidth
+    d = Deployment(config, hw, precision, options, calibration, tp=tp, pp=pp)
+    stages, transfer = stage_seconds(d, micro, decode_context(prompt))
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)
-    tp_comm = float(communication_seconds(config, hw, tp, micro, precision.activation_bytes))
+    one = d.step(DECODE, float(micro), float(decode_context(prompt)))
     memory = stage_memory_bytes(config, pp, batch, prompt + gen, precision, options, tp)
     return PipelineResult(
         tp=tp, pp=pp, microbatches=microbatches, gpus=tp * pp, batch=batch,
         stage_layers=[len(r) for r in stage_layers(config.n_layers, pp)], stage_s=stages, transfer_s=transfer,
-        comm_s=(pp - 1) * transfer + tp_comm, tpot_s=round_s, tokens_per_s=batch / round_s,
+        comm_s=float(one.communication_s), tpot_s=round_s, tokens_per_s=batch / round_s,
         bubble_fraction=idle_fraction(stages, microbatches, round_s), pass_s=flushed,
         pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=memory,
         per_gpu_memory_bytes=max(memory), fits=max(memory) <= hw.memory_bytes,
-        link_latency_assumed=assumed or (tp > 1 and hw.interconnect_latency is None))
+        link_latency_assumed=d.link_latency_assumed)

@@ -21,12 +21,12 @@ import sympy as sp
 
 from . import __version__, crossovers, derivations
 from .api import Analysis, analyze, sweep
-from .bounds import IDEAL, Calibration
+from .calibration import IDEAL, Calibration
 from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, bundled_models, load_model, measured_config
 from .fmt import fmt_rate, fmt_seconds
 from .hardware import Hardware, load_hardware
 from .model import parameter_count
-from .parallel import link
+from .sharding import link
 from .precision import Precision
 from .speculative import speculate
 
@@ -152,15 +152,14 @@ def _sweep_args(inputs: dict, precision: Precision) -> dict:
     return {"gen": inputs["gen"], "weights": precision.weights, "kv": precision.kv, "e2e": False}
 
 
-NAPKIN_SHOWN = ("napkin_fits", "napkin_tokens_per_s")  # the napkin columns the library does not give
+NAPKIN_SHOWN = ("napkin_fits",)  # the napkin column the library does not give
 
 
 def napkin_columns(metrics: pd.DataFrame, hw: Hardware) -> pd.DataFrame:
-    """The lecture's estimate per row: the library's napkin KV, memory and TPOT (KV at prompt_len only, no
-    activations, bytes / bandwidth), whether that memory fits, and the batch over that TPOT."""
-    napkin = metrics[["napkin_kv_bytes", "napkin_memory_bytes", "napkin_tpot_s"]]
-    return napkin.assign(napkin_fits=napkin["napkin_memory_bytes"] <= hw.memory_bytes,
-                         napkin_tokens_per_s=metrics["batch"] / napkin["napkin_tpot_s"])
+    """The lecture's estimate per row: the library's napkin KV, memory, TPOT and tokens/s (KV at prompt_len
+    only, no activations, bytes / bandwidth, every replica counted), and whether that memory fits."""
+    napkin = metrics[["napkin_kv_bytes", "napkin_memory_bytes", "napkin_tpot_s", "napkin_tokens_per_s"]]
+    return napkin.assign(napkin_fits=napkin["napkin_memory_bytes"] <= hw.memory_bytes)
 
 
 def _first(frame: pd.DataFrame, column: str, mask) -> float:
@@ -252,7 +251,7 @@ def _whatif_note(config: ModelConfig, name: str, overrides) -> str:
     heads = (overrides or {}).get("n_kv_heads")
     if name == "MLA":
         return "baseline already uses MLA" if config.is_mla else "not applicable: the model does not use MLA"
-    if heads and config.is_mla:
+    if heads and not config.has_kv_heads:
         return "not applicable: MLA caches a latent, not per-head K, V"
     if heads and config.n_kv_heads <= heads:
         return f"not applicable: baseline already has {config.n_kv_heads} KV heads"
@@ -344,7 +343,9 @@ def _validation(given: ValidationInput) -> Validation:
     for key, group in rows.groupby(["model", *dims, "dtype", "phase", "context"], sort=True):
         name, values, (dtype, phase, context) = key[0], key[1:-3], key[-3:]
         config = measured_config(str(name), dict(zip(dims, values)))
-        precision, metric = Precision(dtype, dtype, dtype), "tpot_s" if phase == "decode" else "ttft_s"
+        # The cache in the dtype the harness ran it in: a `kv` column where recorded, else the dtype.
+        kv = group["kv"].iloc[0] if "kv" in group and isinstance(group["kv"].iloc[0], str) else dtype
+        precision, metric = Precision(dtype, dtype, kv), "tpot_s" if phase == "decode" else "ttft_s"
         run = {"batch": group["batch"].to_numpy(), "prompt": int(context), "gen": 1, "precision": precision}
         ideal = analyze(config, given.reference, **run).metrics[metric].to_numpy()
         fitted = analyze(config, given.reference, calibration=given.calibration or IDEAL, **run).metrics[metric]
@@ -390,7 +391,7 @@ def model_terms(config: ModelConfig, precision: Precision) -> pd.DataFrame:
              ("attention", lambda name: name == "attention"))
     rows = []
     for phase in (PREFILL, DECODE):
-        placed = [p for p in phase_ops(config, Options(), phase) if p.group.startswith("layers")]
+        placed = [p for p in phase_ops(config, Options(), phase) if p.op_name.in_layers]
         layer = [p.op for p in placed if p.group == placed[0].group]  # the first kind of layer
         for part, pick in parts:
             ops = [op for op in layer if pick(op.name)]

@@ -23,7 +23,7 @@ from .report import ACCEPTANCE, NAPKIN_SHOWN, Study, figure_name, napkin_columns
 
 EXTRA_DEFINITIONS = {
     "napkin_fits": "whether the lecture's napkin memory fits in the device's memory",
-    "napkin_tokens_per_s": "batch / napkin_tpot_s",
+    "napkin_tokens_per_s": "replicas · batch / napkin_tpot_s",
     "per_gpu_memory_bytes": "memory_bytes on each GPU under tensor parallelism (the whole model on one GPU: equal)",
     "comm_s": "all-reduce time inside one decode step under tensor parallelism (ring, two per layer), included in tpot_s",
     "elasticity": "d ln(output) / d ln(input) from a +10% change: -1 means inversely proportional",

@@ -10,14 +10,15 @@ from roofline import Precision, load_hardware, load_model
 from roofline.bounds import Roofs, step_times
 from roofline.crossovers import (critical_batch, diminishing_batch, elasticities, kv_equals_weights_context, max_batch,
                                  memory_bound_model, saturation_batch)
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.compiled import compile_model
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
 
 H100 = load_hardware("h100-sxm")
 
 
 def tokens_per_s(config, hw, batches, prompt, precision=Precision()):
-    values = evaluate(compile_model(config), hw, precision, np.asarray(batches, dtype=float), float(prompt), 1.0,
+    values = evaluate(Deployment(config, hw, precision), np.asarray(batches, dtype=float), float(prompt), 1.0,
                       prefill=False)
     return values["tokens_per_s"]
 
@@ -44,7 +45,7 @@ def test_kv_equals_weights_context_balances_the_compiled_decode_bytes():
 def test_closed_form_max_batch_is_the_largest_batch_that_fits(model, prompt):
     config = load_model(model)
     c = max_batch(config, H100, prompt=prompt)
-    fits = evaluate(compile_model(config), H100, Precision(), np.array([c.value, c.value + 1.0]), float(prompt), 0.0,
+    fits = evaluate(Deployment(config, H100), np.array([c.value, c.value + 1.0]), float(prompt), 0.0,
                     prefill=False)["fits"]
     assert c.value > 0 and bool(fits[0]) and not bool(fits[1])
 

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import analyze, load_hardware, load_model
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 from roofline.model import parameter_count
 from roofline.pipeline import (analyze_pipeline, idle_fraction, pass_seconds, stage_layers, stage_memory_bytes,
                                steady_round_seconds)

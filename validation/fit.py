@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 
 from roofline import Hardware, ModelConfig, Options, Precision
-from roofline.bounds import Calibration, Roofs, step_times
+from roofline.calibration import Calibration
 from roofline.config import measured_config
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.deployment import Ceilings, Deployment
+from roofline.evaluate import evaluate
+from roofline.model import DECODE, decode_context
 
 from . import records
 
@@ -34,15 +35,17 @@ PRIOR_WEIGHT = 0.01  # weak pull of unidentified roofs (e.g. FLOP/s when nothing
 
 @dataclass(frozen=True)
 class Group:
-    """Measured points sharing a model, phase and dtype, with the library's per-op counts stacked."""
+    """Measured points sharing a model, phase, dtype and KV dtype, with the library's per-op counts stacked."""
     phase: str
-    compiled: object
-    precision: Precision
+    deployment: Deployment  # on the measured ceilings of each point (copy bandwidth, GEMM FLOP/s)
     counts: np.ndarray  # (n_ops, n_components, n_points)
+    tokens: np.ndarray  # (n_points,) B·T rows of each step
     measured_s: np.ndarray  # (n_points,)
     index: np.ndarray  # the points' row numbers in the frame
-    bandwidth: np.ndarray  # (n_points,) the copy bandwidth measured with each point
-    peak_flops: dict  # dtype -> (n_points,) the GEMM FLOP/s measured with each point
+
+    @property
+    def precision(self) -> Precision:
+        return self.deployment.precision
 
 
 def row_config(row) -> ModelConfig:
@@ -61,28 +64,44 @@ def measured_hardware(frame: pd.DataFrame) -> Hardware:
                     memory_bandwidth=float(frame["copy_bandwidth"].median()), peak_flops=peaks)
 
 
-def precision_of(dtype: str) -> Precision:
-    return Precision(weights=dtype, activations=dtype, kv=dtype)
+def precision_of(dtype: str, kv: str | None = None) -> Precision:
+    """What the harness ran: weights and activations in `dtype`, the cache in `kv` (the dtype when not recorded)."""
+    return Precision(weights=dtype, activations=dtype, kv=dtype if kv is None else kv)
+
+
+def kv_dtypes(frame: pd.DataFrame) -> pd.Series:
+    """Each row's KV-cache dtype: its `kv` column where it has one, else its dtype (the cache was not narrowed)."""
+    if "kv" not in frame:
+        return frame["dtype"].astype(str)
+    return frame["kv"].where(frame["kv"].notna(), frame["dtype"]).astype(str)
+
+
+def row_deployment(row, hardware: Hardware, calibration: Calibration | None = None, ceilings=None) -> Deployment:
+    kv = row["kv"] if "kv" in row and isinstance(row["kv"], str) else None
+    return Deployment(row_config(row), hardware, precision_of(str(row["dtype"]), kv), row_options(row),
+                      calibration or Calibration(), ceilings=ceilings)
 
 
 def groups_of(frame: pd.DataFrame) -> list[Group]:
     out = []
-    for (_config_hash, phase, dtype, _attention), rows in frame.groupby(["config_hash", "phase", "dtype", "attention"]):
-        compiled = compile_model(row_config(rows.iloc[0]), row_options(rows.iloc[0]))
-        precision = precision_of(str(dtype))
-        widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+    frame = frame.assign(kv=kv_dtypes(frame))
+    for (_config_hash, phase, dtype, _kv, _attention), rows in frame.groupby(["config_hash", "phase", "dtype", "kv",
+                                                                             "attention"]):
+        ceilings = Ceilings(rows["copy_bandwidth"].to_numpy(float), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)})
+        d = row_deployment(rows.iloc[0], measured_hardware(rows), ceilings=ceilings)
+        batch, context = rows["batch"].to_numpy(float), rows["context"].to_numpy(float)
+        compiled = d.phase(phase)
         # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
-        keys = rows["context"].to_numpy(float) + (1 if phase == "decode" else 0)
-        counts = getattr(compiled, phase)(rows["batch"].to_numpy(float), keys, widths)
-        out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy(),
-                         rows["copy_bandwidth"].to_numpy(float), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)}))
+        keys = decode_context(context) if phase == DECODE else context
+        counts = compiled(batch, keys, d.precision.byte_widths)
+        out.append(Group(phase, d, counts, batch * (1.0 if phase == DECODE else context),
+                         rows["time_s"].to_numpy(float), rows.index.to_numpy()))
     return out
 
 
-def step_time(group: Group, hardware: Hardware, calibration: Calibration) -> np.ndarray:
-    roofs = Roofs.of(hardware, group.precision, calibration, group.compiled.config.n_layers,
-                     group.bandwidth, group.peak_flops)
-    return step_times(group.counts, getattr(group.compiled, group.phase), roofs).roofline_s
+def step_time(group: Group, calibration: Calibration) -> np.ndarray:
+    d = dataclasses.replace(group.deployment, calibration=calibration)
+    return d.price(d.phase(group.phase), group.counts, group.tokens).total_s
 
 
 class Parameters:
@@ -134,14 +153,14 @@ def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.n
 
 def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibration:
     dtypes = sorted({g.precision.weight_matmul_dtype for g in groups})
-    layer_counts = {g.compiled.config.n_layers for g in groups}
+    layer_counts = {g.deployment.config.n_layers for g in groups}
     params = Parameters(dtypes, separate_overheads=len(layer_counts) > 1)
     n_layers = min(layer_counts)
     measured = np.log(np.concatenate([g.measured_s for g in groups]))
 
     def residual(x):
         calibration = params.calibration(x, name, n_layers)
-        predicted = np.log(np.concatenate([step_time(g, hardware, calibration) for g in groups]))
+        predicted = np.log(np.concatenate([step_time(g, calibration) for g in groups]))
         return np.r_[predicted - measured, PRIOR_WEIGHT * x[:params.n_efficiencies]]
 
     fits = [_levenberg_marquardt(residual, start) for start in params.starts()]
@@ -157,13 +176,11 @@ def row_hardware(row, hardware: Hardware) -> Hardware:
 
 
 def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
-    """Through the public path: inference.evaluate's TPOT (decode) or TTFT (prefill) at each row."""
+    """Through the public path: evaluate's TPOT (decode) or TTFT (prefill) at each row."""
     out = []
     for _, row in frame.iterrows():
-        dtype = str(row["dtype"])
-        metrics = evaluate(compile_model(row_config(row), row_options(row)), row_hardware(row, hardware),
-                           precision_of(dtype),
-                           row["batch"], row["context"], 1, calibration, e2e=False)
+        metrics = evaluate(row_deployment(row, row_hardware(row, hardware), calibration),
+                           row["batch"], row["context"], 1, e2e=False)
         out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
     return np.array(out)
 
@@ -180,9 +197,7 @@ def utilization(frame: pd.DataFrame, hardware: Hardware) -> pd.DataFrame:
     """MBU and MFU from the library's byte and FLOP counts over the measured time."""
     bytes_, flops = [], []
     for _, row in frame.iterrows():
-        dtype = str(row["dtype"])
-        metrics = evaluate(compile_model(row_config(row), row_options(row)), hardware, precision_of(dtype),
-                           row["batch"], row["context"], 1, e2e=False)
+        metrics = evaluate(row_deployment(row, hardware), row["batch"], row["context"], 1, e2e=False)
         bytes_.append(float(metrics[f"{row['phase']}_bytes"]))
         flops.append(float(metrics[f"{row['phase']}_flops"]))
     frame = frame.assign(model_bytes=bytes_, model_flops=flops)
