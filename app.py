@@ -2,8 +2,8 @@
 
 Run `streamlit run app.py`. A thin view: sidebar helpers return plain values, the view makes one
 `analyze` call and each page shows library outputs (`Analysis.op_table`, `sweep`, `derivations`,
-`crossovers`, `speculative`, the validation fit) through `roofline.plots` figures and tables; units
-convert in `roofline.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
+`crossovers`, `speculation`, the validation fit) through `roofline.views.plots` figures and tables; units
+convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
 figures keyed by their inputs (rendering, not arithmetic, dominates a rerun). Bad input (an upload,
 an impossible combination) is an `st.error` with the reason and the fix; the other views keep working.
 """
@@ -24,10 +24,10 @@ from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, Model
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline import calibration as calibrations
-from roofline import crossovers, speculative
+from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
-from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS
 
@@ -89,7 +89,7 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
                     options: Options, calibration: Calibration, tp: int) -> list:
-    """(title, crossover or the reason there is none) for each of `roofline.crossovers`' quantities."""
+    """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
     quantities = (
         ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
         ("Context where one sequence's KV read equals the weights",
@@ -120,11 +120,11 @@ def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict
     return result.points, result.summary, dataclasses.asdict(result.calibration), transfer is not None
 
 
-# ---- figures: `roofline.plots`, rendered once per input ----
+# ---- figures: `roofline.views.plots`, rendered once per input ----
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def figure_png(kind: str, *args, **kwargs) -> bytes:
-    """A `roofline.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
+    """A `roofline.views.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
     return plots.png_bytes(getattr(plots, kind)(*args, **kwargs), dpi=FIGURE_DPI, fast=True)
 
 
@@ -387,7 +387,7 @@ def headline(analysis: Analysis) -> None:
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
     spec = setup.speculation
     try:
-        result = speculative.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
+        result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
                                        options=analysis.options, calibration=analysis.calibration,
                                        tp=analysis.deployment.tp)
@@ -525,7 +525,7 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
     st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
     st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
-    st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.crossovers`):")
+    st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.serving.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
                                          setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp):
         if isinstance(result, str):

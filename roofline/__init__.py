@@ -14,9 +14,9 @@ from .deployment import Deployment
 from .hardware import Hardware, bundled_hardware, load_hardware
 from .model import Options
 from .precision import Precision
-from .expert_parallel import analyze_expert_parallel
-from .pipeline import analyze_pipeline
-from .speculative import speculate
+from .serving.expert_parallel import analyze_expert_parallel
+from .serving.pipeline import analyze_pipeline
+from .serving.speculation import speculate
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "sweep", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "Calibration", "ModelConfig",

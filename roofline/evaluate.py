@@ -9,7 +9,7 @@ Definitions (stated in every output):
 Memory (per GPU) = weights + KV cache at P + G tokens + activation workspace (the largest prefill op's
 activations), and the largest batch that fits follows in closed form. Step times include the
 collectives (comm_s, prefill_comm_s). Pipeline and expert parallelism have their own results
-(roofline.pipeline, roofline.expert_parallel): their memory is per stage and per expert shard.
+(roofline.serving.pipeline, roofline.serving.expert_parallel): their memory is per stage and per expert shard.
 """
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool 
     replicated) adds tp, replicas, gpus, per_gpu_memory_bytes, comm_s, prefill_comm_s, link_latency_assumed.
     """
     if d.pp > 1 or d.ep > 1:
-        raise ValueError("pp, ep: a pipeline's or expert split's metrics are roofline.pipeline.analyze_pipeline "
-                         "and roofline.expert_parallel.analyze_expert_parallel; use pp=ep=1 here")
+        raise ValueError("pp, ep: a pipeline's or expert split's metrics are roofline.serving.pipeline.analyze_pipeline "
+                         "and roofline.serving.expert_parallel.analyze_expert_parallel; use pp=ep=1 here")
     batch, prompt, gen = (np.asarray(x, dtype=float) for x in (batch, prompt, gen))
     decode = d.step(DECODE, batch, decode_context(prompt))
     out = {"batch": batch, "prompt_len": prompt, "gen_len": gen, **memory(d, batch, prompt, gen),

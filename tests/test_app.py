@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from roofline import analyze, load_model  # noqa: E402
 from roofline import calibration as calibrations  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
-from roofline.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
+from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
 from roofline.symbols import S, T  # noqa: E402
 
@@ -274,7 +274,7 @@ def test_the_serving_levers_are_in_the_sidebar():
 
 
 def test_speculative_decoding_shows_the_librarys_effective_tpot():
-    from roofline import speculative
+    from roofline.serving import speculation as speculative
     at = start()
     [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
     toggle.set_value(True).run()

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import Precision, load_hardware, load_model
-from roofline.batching import StepCost, Workload, poisson_workload, simulate, simulate_continuous, simulate_static
+from roofline.serving.batching import StepCost, Workload, poisson_workload, simulate, simulate_continuous, simulate_static
 from roofline.deployment import Deployment
 from roofline.evaluate import evaluate
 

@@ -9,7 +9,7 @@ import pytest
 
 from roofline import METRIC_DEFINITIONS, Precision, analyze
 from roofline.cli import main
-from roofline.cli_analyze import parse_batches
+from roofline.cli.analyze import parse_batches
 
 CONTRACT_KEYS = (
     "batch", "prompt_len", "gen_len", "params", "weight_bytes", "kv_bytes_per_token", "kv_bytes", "memory_bytes",

@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 
 from roofline import Calibration, Precision, analyze, load_hardware, load_model, speculate, sweep
-from roofline import crossovers as x
-from roofline.batching import Workload, simulate
+from roofline.serving import crossovers as x
+from roofline.serving.batching import Workload, simulate
 from roofline.deployment import Deployment
-from roofline.expert_parallel import analyze_expert_parallel
+from roofline.serving.expert_parallel import analyze_expert_parallel
 from roofline.model import DECODE, PREFILL, QUERIES, decode_context
-from roofline.paging import thought_tree
-from roofline.parallel import tp_crossovers
-from roofline.pipeline import analyze_pipeline
-from roofline.throughput_factor import throughput_factor
+from roofline.serving.paging import thought_tree
+from roofline.serving.tensor_parallel import tp_crossovers
+from roofline.serving.pipeline import analyze_pipeline
+from roofline.serving.throughput_factor import throughput_factor
 
 H100 = load_hardware("h100-sxm")
 HALF_BANDWIDTH = Calibration("half bandwidth", bandwidth_efficiency=0.5)

@@ -8,7 +8,7 @@ from roofline import Precision, load_hardware, load_model
 from roofline.compiled import compile_model
 from roofline.deployment import Deployment
 from roofline.evaluate import evaluate
-from roofline.paging import (contiguous_waste, paged_waste, replay, sequences_that_fit, shared_prefix_blocks,
+from roofline.serving.paging import (contiguous_waste, paged_waste, replay, sequences_that_fit, shared_prefix_blocks,
                              thought_tree)
 
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from roofline import analyze, load_hardware, load_model, sweep
 from roofline.compiled import compile_model
 from roofline.model import parameter_count
-from roofline.parallel import tp_crossovers
+from roofline.serving.tensor_parallel import tp_crossovers
 from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
 
 H100 = load_hardware("h100-sxm")

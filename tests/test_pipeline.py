@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from roofline import analyze, load_hardware, load_model
 from roofline.compiled import compile_model
 from roofline.model import parameter_count
-from roofline.pipeline import (analyze_pipeline, idle_fraction, pass_seconds, stage_layers, stage_memory_bytes,
+from roofline.serving.pipeline import (analyze_pipeline, idle_fraction, pass_seconds, stage_layers, stage_memory_bytes,
                                steady_round_seconds)
 
 H100 = load_hardware("h100-sxm")

@@ -16,13 +16,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from .calibration import IDEAL, Calibration
-from .compiled import CompiledPhase, compile_queries
-from .config import ModelConfig, load_model
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, QUERIES, Options, decode_context
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..compiled import CompiledPhase, compile_queries
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, QUERIES, Options, decode_context
+from ..precision import Precision
 
 alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
 MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)

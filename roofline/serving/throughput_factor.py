@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .calibration import IDEAL, Calibration
-from .config import ModelConfig, load_model
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, decode_context
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, decode_context
+from ..precision import Precision
 
 # (first batch, last batch, factor): a table in use in inference engines' schedulers.
 HANDWRITTEN = ((2, 4, 1.8), (5, 8, 2.5), (9, 16, 3.5), (17, 32, 5.0), (33, None, 6.0))

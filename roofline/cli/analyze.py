@@ -13,11 +13,11 @@ import argparse
 import json
 import math
 
-from .api import METRIC_DEFINITIONS, Analysis, analyze
-from .config import load_model
-from .fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
-from .model import ATTENTION_IMPLS, MLA_FORMS, Options
-from .precision import Precision, normalize_dtype
+from ..api import METRIC_DEFINITIONS, Analysis, analyze
+from ..config import load_model
+from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
+from ..precision import Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -122,7 +122,7 @@ def _overrides(config, args) -> dict:
 
 
 def _calibration(value: str):
-    from .calibration import load_calibration
+    from ..calibration import load_calibration
     return load_calibration(value)
 
 

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import sympy as sp
 
-from .config import load_model
-from .hardware import load_hardware
-from .precision import Precision, normalize_dtype
+from ..config import load_model
+from ..hardware import load_hardware
+from ..precision import Precision, normalize_dtype
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -53,7 +53,7 @@ def _tp(parser: argparse.ArgumentParser) -> None:
 
 
 def _calibration(args):
-    from .calibration import IDEAL, load_calibration
+    from ..calibration import IDEAL, load_calibration
     return IDEAL if args.calibration is None else load_calibration(args.calibration)
 
 
@@ -89,7 +89,7 @@ def add_speculate(parser: argparse.ArgumentParser) -> None:
 
 def run_speculate(args: argparse.Namespace) -> int:
     """Speculative decoding: tokens per iteration, effective TPOT, speedup and the best lookahead."""
-    from .speculative import speculate
+    from ..serving.speculation import speculate
     gamma = _number("--gamma", args.gamma, int, low=1)
     alpha = _number("--alpha", args.alpha, float, low=0, high=1)
     try:
@@ -129,7 +129,7 @@ def _equation(expr) -> str:
 
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
-    from . import crossovers as x
+    from ..serving import crossovers as x
     config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
     prompt = _number("--prompt", args.prompt, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
@@ -178,7 +178,7 @@ def batch_trace(times, batches, points: int = TRACE_POINTS) -> list[list]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
-    from .batching import POLICIES, poisson_workload, simulate
+    from ..serving.batching import POLICIES, poisson_workload, simulate
     if args.policy not in POLICIES:
         raise ValueError(f"--policy: unknown value {args.policy!r}; use one of {', '.join(POLICIES)}")
     block = None if args.block_size == "contiguous" else _number("--block-size", args.block_size, int, low=1)
@@ -224,8 +224,8 @@ EXPERT_KEYS = ("experts_per_gpu", "experts_touched_per_gpu", "expert_weight_byte
 
 def run_parallel(args: argparse.Namespace) -> int:
     """Decode on tp x pp GPUs with micro-batches, or with experts over ep GPUs: memory, TPOT, bubbles."""
-    from .expert_parallel import analyze_expert_parallel
-    from .pipeline import analyze_pipeline
+    from ..serving.expert_parallel import analyze_expert_parallel
+    from ..serving.pipeline import analyze_pipeline
     degrees = {flag: _number(f"--{flag}", getattr(args, flag), int, low=1) for flag in ("tp", "pp", "ep", "microbatches")}
     batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
     gen, precision = _number("--gen", args.gen, int, low=1), _precision(args)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .bounds import total
-from .calibration import IDEAL, Calibration
-from .config import ModelConfig, load_model
+from ..bounds import total
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
 from .crossovers import Crossover
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, decode_context
-from .precision import Precision
-from .sharding import ALLREDUCES_PER_LAYER, allreduce_time, link
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, decode_context
+from ..precision import Precision
+from ..sharding import ALLREDUCES_PER_LAYER, allreduce_time, link
 
 t_sym = sp.Symbol("t", positive=True)
 

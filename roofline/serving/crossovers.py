@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import derivations
-from .calibration import IDEAL, Calibration
-from .config import ModelConfig
-from .deployment import Deployment
-from .evaluate import memory as memory_of
-from .hardware import Hardware
-from .model import DECODE, Options, decode_context, phase_ops
-from .precision import Precision
-from .symbols import B, S, b_a, b_kv, b_w
+from .. import derivations
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig
+from ..deployment import Deployment
+from ..evaluate import memory as memory_of
+from ..hardware import Hardware
+from ..model import DECODE, Options, decode_context, phase_ops
+from ..precision import Precision
+from ..symbols import B, S, b_a, b_kv, b_w
 
 M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calibration import IDEAL, Calibration
-from .config import ModelConfig, load_model
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, PREFILL, decode_context
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, PREFILL, decode_context
+from ..precision import Precision
 
 
 def _blocks(tokens, block: int) -> np.ndarray:

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from .calibration import IDEAL, Calibration
-from .config import MOE, ModelConfig, load_model
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, Options, decode_context, phase_ops
-from .ops import expected_experts_touched
-from .precision import Precision
-from .sharding import is_routed
-from .symbols import B, D, E, T, b_a, k
+from ..calibration import IDEAL, Calibration
+from ..config import MOE, ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, Options, decode_context, phase_ops
+from ..ops import expected_experts_touched
+from ..precision import Precision
+from ..sharding import is_routed
+from ..symbols import B, D, E, T, b_a, k
 
 ep_sym = sp.Symbol("e_p", positive=True)  # expert-parallel GPUs
 

@@ -19,9 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
-from .bounds import BOUNDS
+from ..bounds import BOUNDS
 from .fmt import fmt_bytes, fmt_rate
-from .hardware import Hardware
+from ..hardware import Hardware
 
 OUT_OF_MEMORY = "out-of-memory"
 REGIMES = BOUNDS + (OUT_OF_MEMORY,)
@@ -234,7 +234,7 @@ def regime_map(frame: pd.DataFrame, marks=(), title: str = "", critical_batch: f
 
     frame: a `sweep` output (batch, prompt_len, decode_bound, fits), one precision.
     marks: (batch, context) points to circle, e.g. the study's workloads.
-    critical_batch, kv_equals_weights_context: the analytic boundaries (`roofline.crossovers`), drawn
+    critical_batch, kv_equals_weights_context: the analytic boundaries (`roofline.serving.crossovers`), drawn
     where given and finite: a vertical line at the batch, and the curve B·S = that context (the KV read
     of B sequences grows as B·S under global attention; it equals the weight read at S when B = 1).
     """

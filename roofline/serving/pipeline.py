@@ -25,14 +25,14 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .calibration import IDEAL, Calibration
-from .config import WINDOW, ModelConfig, load_model
-from .deployment import OVERHEAD_GROUP, Deployment
-from .hardware import Hardware, load_hardware
-from .model import DECODE, Options, decode_context, layer_group, phase_ops
-from .precision import Precision
-from .sharding import shard, stage_layers, whole
-from .symbols import B, b_kv
+from ..calibration import IDEAL, Calibration
+from ..config import WINDOW, ModelConfig, load_model
+from ..deployment import OVERHEAD_GROUP, Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, Options, decode_context, layer_group, phase_ops
+from ..precision import Precision
+from ..sharding import shard, stage_layers, whole
+from ..symbols import B, b_kv
 
 
 def pass_seconds(stage_s, transfer_s: float, microbatches: int) -> float:

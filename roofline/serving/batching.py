@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .calibration import IDEAL, Calibration
-from .config import ModelConfig, load_model
-from .deployment import Deployment
-from .hardware import Hardware, load_hardware
-from .model import QUERIES, Options
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import QUERIES, Options
+from ..precision import Precision
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
