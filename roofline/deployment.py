@@ -70,6 +70,8 @@ class Deployment:
     replicas: int = 1  # model copies; a batch is per replica
     # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
     ceilings: Ceilings | None = None
+    # The engine profile (next issue) joins here as a field: its kernel efficiencies scale `roofs`,
+    # its launch and host latencies become rows beside `collectives` in every step, for every view.
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),

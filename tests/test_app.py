@@ -273,6 +273,18 @@ def test_the_serving_levers_are_in_the_sidebar():
     assert [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
 
 
+def test_speculative_decoding_under_tensor_parallelism_is_the_librarys_tp_speculation():
+    from roofline.serving import speculation
+    at = start()
+    at.selectbox(key="tp").set_value(2).run()
+    [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
+    toggle.set_value(True).run()
+    clean(at)
+    split = speculation.speculate("llama-2-13b", "h100-sxm", 0.1, 4, 0.8, batch=1, prompt=1024, tp=2)
+    alone = speculation.speculate("llama-2-13b", "h100-sxm", 0.1, 4, 0.8, batch=1, prompt=1024)
+    assert metric(at, "TPOT with speculation") == fmt_seconds(split.tpot_s) != fmt_seconds(alone.tpot_s)
+
+
 def test_speculative_decoding_shows_the_librarys_effective_tpot():
     from roofline.serving import speculation as speculative
     at = start()

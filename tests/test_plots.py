@@ -178,7 +178,7 @@ def test_roofline_chart_marks_each_op_kind_differently_so_coinciding_decode_ops_
     decode = ops[(ops["phase"] == "decode") & (ops["flops"] > 0)]
     assert decode["intensity"].max() / decode["intensity"].min() < 1.01  # B = 1: all near intensity 1
     fig = plots.roofline_chart(lecture.hardware, decode)
-    kinds = set(decode["op"].map(plots.op_kind))
+    kinds = set(decode["term"].map(plots.op_kind))
     assert kinds == set(plots.OP_KINDS)
     collections = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
     at_one = [c for c in collections if np.allclose(c.get_offsets()[:, 0], 1, rtol=0.01)]
