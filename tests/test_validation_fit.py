@@ -101,3 +101,16 @@ def test_a_soft_corner_spans_the_no_overlap_and_the_roofline_bounds():
                             calibration=Calibration("soft", corner=3.0)).metrics.iloc[0]
     assert summed["tpot_s"] == pytest.approx(sharp["decode_no_overlap_s"])
     assert sharp["tpot_s"] < soft["tpot_s"] < summed["tpot_s"]
+
+
+def test_the_fit_prices_each_row_with_the_kv_dtype_it_ran_and_the_dtype_where_none_is_recorded():
+    from validation.fit import predict
+    frame = synthetic_frame()
+    decode = frame[(frame["phase"] == "decode") & (frame["context"] == 2048)].reset_index(drop=True)
+    unrecorded = predict(decode, MEASURED, TRUTH)
+    same = predict(decode.assign(kv="fp32"), MEASURED, TRUTH)
+    narrowed = predict(decode.assign(kv="int8"), MEASURED, TRUTH)
+    assert np.array_equal(unrecorded, same)
+    assert np.all(narrowed <= unrecorded) and np.any(narrowed < 0.9 * unrecorded)  # compute-bound rows stay
+    fitted = fit(decode.assign(kv="fp32"), "kv").calibration  # a kv column the fit groups by
+    assert fitted.bandwidth_efficiency == pytest.approx(fit(decode, "kv").calibration.bandwidth_efficiency, rel=1e-6)
