@@ -23,8 +23,8 @@ from .config import MOE, ModelConfig
 from .hardware import Hardware
 from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
 from .precision import Precision
-from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, shard,
-                       stage_layers, whole)
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, routed_params,
+                       shard, stage_layers, stage_memory_bytes, whole)
 
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 COLLECTIVE_GROUPS = ("tp", "pp", "ep")
@@ -109,6 +109,11 @@ class Deployment:
         return shard(self.config, self.tp)
 
     @cached_property
+    def stages(self) -> list[range]:
+        """Layer indices each pipeline stage runs."""
+        return stage_layers(self.config.n_layers, self.pp)
+
+    @cached_property
     def compiled(self) -> CompiledModel:
         return compile_model(self.local, self.options)
 
@@ -124,6 +129,16 @@ class Deployment:
     @property
     def link_latency_assumed(self) -> bool:
         return self.gpus_per_replica > 1 and link(self.hardware)[2]
+
+    def memory_bytes(self, batch, tokens) -> list[float]:
+        """Weights and KV cache (`batch` sequences per replica holding `tokens` tokens) one GPU holds: one
+        entry per pipeline stage; under expert parallelism, a GPU's own sequences and 1/e of the experts."""
+        w, _, kv = self.precision.byte_widths
+        if self.ep > 1:
+            experts = routed_params(self.local, self.options)
+            weights = (self.compiled.params - experts + experts / self.ep) * w
+            return [weights + float(self.compiled.kv_cache(batch / self.ep, tokens, kv))]
+        return stage_memory_bytes(self.local, self.config, self.pp, batch, tokens, self.precision, self.options)
 
     def phase(self, phase: str, queries=None) -> CompiledPhase:
         if phase == PREFILL:

@@ -6,17 +6,23 @@ and V/t vocabulary rows; norms, the residual stream and an MLA latent cache are 
 layer adds two all-reduces of the B·T·D activations, priced as a ring: 2(t−1)/t · bytes / link
 bandwidth + latency, on the critical path. Pipeline stages take contiguous runs of layers; expert
 parallelism spreads routed experts (roofline.deployment prices both). Left out: sequence
-parallelism, uneven padding of F and V beyond ceil division.
+parallelism, uneven padding of F and V beyond ceil division. The bytes each GPU holds follow the
+same split (stage_memory_bytes, routed_params).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import replace
+from functools import lru_cache
 
 import numpy as np
+import sympy as sp
 
-from .config import ModelConfig
+from .config import WINDOW, ModelConfig
 from .hardware import Hardware
+from .model import DECODE, Options, layer_group, phase_ops
+from .precision import Precision
+from .symbols import B, b_kv
 
 # One small all-reduce inside an NVLink node takes ~6-10 us whatever the GPU count (NCCL's tree/NVLS
 # protocols): ~6 us on 2 H100s with NVLS and CUDA graphs (NVIDIA/nccl#1259), 10.14 us on 2 A100s
@@ -81,3 +87,41 @@ def link(hw: Hardware) -> tuple[float, float, bool]:
     if hw.interconnect_latency is None:
         return hw.interconnect_bandwidth, DEFAULT_LINK_LATENCY_S, True
     return hw.interconnect_bandwidth, hw.interconnect_latency, False
+
+
+def routed_params(config: ModelConfig, options: Options) -> int:
+    """Weight elements of the routed experts, the part expert parallelism splits."""
+    return int(sum(p.op.params * p.count for p in phase_ops(config, options, DECODE) if is_routed(p.op_name)))
+
+
+@lru_cache(maxsize=32)
+def _layer_storage(config: ModelConfig, options: Options) -> tuple[dict, dict, dict]:
+    """Per layer group: weight elements and KV elements per token; embed/head weight elements."""
+    params, kv, ends = {}, {}, {}
+    for p in phase_ops(config, options, DECODE):
+        if p.op_name.in_layers:
+            params[p.group] = params.get(p.group, 0) + int(p.op.params)
+            # A decode step writes each new token's K/V once per layer: kv_write at B = 1, b_kv = 1.
+            kv_one = sp.sympify(p.op.cost.kv_write).xreplace({B: 1, b_kv: 1})
+            kv[p.group] = kv.get(p.group, 0) + float(kv_one)
+        else:
+            ends[p.group] = ends.get(p.group, 0) + int(p.op.params)
+    return params, kv, ends
+
+
+def stage_memory_bytes(local: ModelConfig, config: ModelConfig, pp: int, batch, tokens, precision: Precision,
+                       options: Options) -> list[float]:
+    """Weights and KV cache (batch sequences of `tokens` tokens) each stage's GPU holds; `local` is one
+    tensor-parallel shard of `config`."""
+    params, kv, ends = _layer_storage(local, options)
+    out = []
+    for layers in stage_layers(config.n_layers, pp):
+        weights = sum(params[layer_group(config.layer_attention[j], config.layer_mlp[j])] for j in layers)
+        stored = sum(kv[layer_group(config.layer_attention[j], config.layer_mlp[j])] * (min(tokens, config.window)
+                                                 if config.layer_attention[j] == WINDOW else tokens) for j in layers)
+        out.append(weights * precision.weight_bytes + batch * stored * precision.kv_bytes)
+    out[0] += ends["embed"] * precision.weight_bytes
+    out[-1] += ends["head"] * precision.weight_bytes
+    if local.tied_embeddings and pp > 1:  # the last stage keeps its own copy of the shared table
+        out[-1] += local.vocab_size * local.d_model * precision.weight_bytes
+    return out

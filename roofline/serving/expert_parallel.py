@@ -22,7 +22,7 @@ from ..calibration import IDEAL, Calibration
 from ..config import MOE, ModelConfig, load_model
 from ..deployment import Deployment
 from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context, phase_ops
+from ..model import DECODE, Options, decode_context
 from ..ops import expected_experts_touched
 from ..precision import Precision
 from ..sharding import is_routed
@@ -39,10 +39,6 @@ def experts_touched_per_gpu() -> sp.Expr:
 def alltoall_bytes() -> sp.Expr:
     """Bytes one GPU sends in one all-to-all: its B·T tokens' k rows, less those staying on it."""
     return B * T * k * D * b_a * (ep_sym - 1) / ep_sym
-
-
-def _expert_params(config: ModelConfig, options: Options) -> int:
-    return int(sum(p.op.params * p.count for p in phase_ops(config, options, DECODE) if is_routed(p.op_name)))
 
 
 @dataclass(frozen=True)
@@ -80,9 +76,7 @@ def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, 
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}
     touched = float(experts_touched_per_gpu().xreplace({**values, B: batch}))
-    expert_params = _expert_params(config, options)
-    weights = (d.compiled.params - expert_params + expert_params / ep) * precision.weight_bytes
-    memory = weights + float(d.compiled.kv_cache(batch // ep, prompt + gen, precision.kv_bytes))
+    (memory,) = d.memory_bytes(batch, prompt + gen)
     tpot = float(step.total_s)
     routed = [c for name, c in zip(step.ops, step.components) if is_routed(name)]
     return ExpertParallelResult(

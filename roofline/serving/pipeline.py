@@ -20,19 +20,16 @@ in memory, interleaved (virtual) stages.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
-import sympy as sp
 
 from ..calibration import IDEAL, Calibration
-from ..config import WINDOW, ModelConfig, load_model
+from ..config import ModelConfig, load_model
 from ..deployment import OVERHEAD_GROUP, Deployment
 from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context, layer_group, phase_ops
+from ..model import DECODE, Options, decode_context, layer_group
 from ..precision import Precision
-from ..sharding import shard, stage_layers, whole
-from ..symbols import B, b_kv
+from ..sharding import whole
 
 
 def pass_seconds(stage_s, transfer_s: float, microbatches: int) -> float:
@@ -75,45 +72,11 @@ def stage_seconds(d: Deployment, batch: float, context: float) -> tuple[list[flo
             per_stage += seconds / count
         else:  # per-layer collectives and overheads
             per_layer["*"] = per_layer.get("*", 0.0) + seconds / d.config.n_layers
-    stages = stage_layers(d.config.n_layers, d.pp)
     out = [per_stage + sum(per_layer[_layer_key(d.config, j)] + per_layer.get("*", 0.0) for j in layers)
-           for layers in stages]
+           for layers in d.stages]
     out[0] += ends["embed"]
     out[-1] += ends["head"]
     return out, transfer
-
-
-@lru_cache(maxsize=32)
-def _layer_storage(config: ModelConfig, options: Options) -> tuple[dict, dict, dict]:
-    """Per layer group: weight elements and KV elements per token; embed/head weight elements."""
-    params, kv, ends = {}, {}, {}
-    for p in phase_ops(config, options, DECODE):
-        if p.op_name.in_layers:
-            params[p.group] = params.get(p.group, 0) + int(p.op.params)
-            # A decode step writes each new token's K/V once per layer: kv_write at B = 1, b_kv = 1.
-            kv_one = sp.sympify(p.op.cost.kv_write).xreplace({B: 1, b_kv: 1})
-            kv[p.group] = kv.get(p.group, 0) + float(kv_one)
-        else:
-            ends[p.group] = ends.get(p.group, 0) + int(p.op.params)
-    return params, kv, ends
-
-
-def stage_memory_bytes(config: ModelConfig, pp: int, batch: float, tokens: float, precision: Precision = Precision(),
-                       options: Options = Options(), tp: int = 1) -> list[float]:
-    """Weights and KV cache (batch sequences of `tokens` tokens) each stage's GPU holds."""
-    local = shard(config, tp)
-    params, kv, ends = _layer_storage(local, options)
-    out = []
-    for layers in stage_layers(config.n_layers, pp):
-        weights = sum(params[_layer_key(config, j)] for j in layers)
-        stored = sum(kv[_layer_key(config, j)] * (min(tokens, config.window)
-                                                 if config.layer_attention[j] == WINDOW else tokens) for j in layers)
-        out.append(weights * precision.weight_bytes + batch * stored * precision.kv_bytes)
-    out[0] += ends["embed"] * precision.weight_bytes
-    out[-1] += ends["head"] * precision.weight_bytes
-    if local.tied_embeddings and pp > 1:  # the last stage keeps its own copy of the shared table
-        out[-1] += local.vocab_size * local.d_model * precision.weight_bytes
-    return out
 
 
 @dataclass(frozen=True)
@@ -154,10 +117,10 @@ def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)
     one = d.step(DECODE, float(micro), float(decode_context(prompt)))
-    memory = stage_memory_bytes(config, pp, batch, prompt + gen, precision, options, tp)
+    memory = d.memory_bytes(batch, prompt + gen)
     return PipelineResult(
         tp=tp, pp=pp, microbatches=microbatches, gpus=tp * pp, batch=batch,
-        stage_layers=[len(r) for r in stage_layers(config.n_layers, pp)], stage_s=stages, transfer_s=transfer,
+        stage_layers=[len(r) for r in d.stages], stage_s=stages, transfer_s=transfer,
         comm_s=float(one.communication_s), tpot_s=round_s, tokens_per_s=batch / round_s,
         bubble_fraction=idle_fraction(stages, microbatches, round_s), pass_s=flushed,
         pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=memory,
