@@ -43,6 +43,15 @@ class CompiledPhase:
         return [tuple(np.asarray(v, dtype=float) for v in values[i * width:(i + 1) * width])
                 for i in range(len(self.ops))]
 
+    def point(self, batch: float, context: float, byte_widths) -> np.ndarray:
+        """Array (n_ops, n_components) of counts at one point: one lambdified call, one conversion."""
+        values = self.function(batch, context, *byte_widths)
+        try:
+            flat = np.array(values, dtype=float)
+        except ValueError:  # an argument closed over (a step's queries) was an array of one
+            flat = np.array([float(np.ravel(v)[0]) for v in values])
+        return flat.reshape(len(self.ops), len(COMPONENTS))
+
     def __call__(self, batch, context, byte_widths) -> np.ndarray:
         """Array (n_ops, n_components, *shape) of counts for every op (the full broadcast shape)."""
         parts = self.parts(batch, context, byte_widths)

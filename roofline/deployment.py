@@ -169,6 +169,8 @@ class Deployment:
         """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
         the whole batch's routed-expert work (uniform routing)."""
         widths = self.precision.byte_widths
+        if self.ep == 1 and np.size(batch) == 1 and np.size(context) == 1:  # one point: a (ops, counts) array
+            return compiled.point(float(np.ravel(batch)[0]), float(np.ravel(context)[0]), widths)
         if self.ep == 1:
             return compiled.parts(batch, context, widths)
         own = compiled.parts(np.asarray(batch, dtype=float) / self.ep, context, widths)

@@ -27,7 +27,8 @@ def memory(d: Deployment, batch, prompt, gen) -> dict[str, np.ndarray]:
     weight_bytes = cm.params * w
     kv_per_sequence = cm.kv_cache(1.0, prompt + gen, kv)
     # Activations scale with the batch, so the workspace per sequence is a prefill of one sequence.
-    one_sequence = cm.prefill.parts(1.0, prompt, d.precision.byte_widths)
+    one_sequence = (cm.prefill.point(1.0, float(np.ravel(prompt)[0]), d.precision.byte_widths) if np.size(prompt) == 1
+                    else cm.prefill.parts(1.0, prompt, d.precision.byte_widths))
     workspace_per_sequence = np.max(np.broadcast_arrays(
         *((act_read + act_write) / count for (_, _, act_read, act_write, _, _), count
           in zip(one_sequence, cm.prefill.counts))), axis=0)
