@@ -2,8 +2,8 @@
 
 Run `streamlit run app.py`. A thin view: sidebar helpers return plain values, the view makes one
 `analyze` call and each page shows library outputs (`Analysis.op_table`, `sweep`, `derivations`,
-`crossovers`, `speculative`, the validation fit) through `roofline.plots` figures and tables; units
-convert in `roofline.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
+`crossovers`, `speculation`, the validation fit) through `roofline.views.plots` figures and tables; units
+convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
 figures keyed by their inputs (rendering, not arithmetic, dominates a rerun). Bad input (an upload,
 an impossible combination) is an `st.error` with the reason and the fix; the other views keep working.
 """
@@ -20,15 +20,16 @@ import streamlit as st
 import sympy as sp
 
 from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
-                      bundled_hardware, bundled_models, derivations, load_model, plots, sweep)
+                      bundled_hardware, bundled_models, derivations, load_model, sweep)
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline import calibration as calibrations
-from roofline import crossovers, speculative
-from roofline.bounds import IDEAL
+from roofline.serving import crossovers, speculation
+from roofline.calibration import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
-from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
-from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS
+from roofline.views import plots
+from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS
 
 
@@ -88,18 +89,18 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
-                    options: Options) -> list:
-    """(title, crossover or the reason there is none) for each of `roofline.crossovers`' quantities."""
+                    options: Options, calibration: Calibration, tp: int) -> list:
+    """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
     quantities = (
         ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
         ("Context where one sequence's KV read equals the weights",
          lambda: crossovers.kv_equals_weights_context(config, precision)),
         ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options)),
+         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, calibration, tp)),
         ("Batch reaching 90% of the decode throughput asymptote",
-         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options)),
+         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, calibration, tp)),
         ("Batch beyond which doubling it gains < 10% tokens/s",
-         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options)),
+         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options, calibration, tp)),
     )
     rows = []
     for title, solve in quantities:
@@ -120,11 +121,11 @@ def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict
     return result.points, result.summary, dataclasses.asdict(result.calibration), transfer is not None
 
 
-# ---- figures: `roofline.plots`, rendered once per input ----
+# ---- figures: `roofline.views.plots`, rendered once per input ----
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def figure_png(kind: str, *args, **kwargs) -> bytes:
-    """A `roofline.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
+    """A `roofline.views.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
     return plots.png_bytes(getattr(plots, kind)(*args, **kwargs), dpi=FIGURE_DPI, fast=True)
 
 
@@ -211,7 +212,7 @@ def sidebar_overrides(config: ModelConfig) -> dict:
     overrides = {}
     at = f"/{config.name}"  # model-specific widgets start from that model's own values
     with st.sidebar.expander("Attention and MoE what-ifs", expanded=True):
-        if config.is_mla:
+        if not config.has_kv_heads:
             st.caption(f"{config.name} uses MLA: the cache holds the latent (rank C), so KV heads do not apply.")
             rank = st.number_input("MLA latent rank C (kv_lora_rank)", 1, 16384, config.kv_lora_rank, step=64,
                                    key="kv_lora_rank" + at)
@@ -226,7 +227,7 @@ def sidebar_overrides(config: ModelConfig) -> dict:
             st.caption("MLA on/off: turning a non-MLA model into MLA is not modelled by the library; "
                        "the latent-rank control appears for MLA models (DeepSeek).")
         overrides.update(window_overrides(config, at))
-        if config.is_mla:
+        if not config.has_kv_heads:
             st.caption("Cross-layer KV sharing (CLA) applies to MHA/GQA caches, not to MLA's latent.")
         else:
             cla = st.selectbox("CLA factor (layers sharing one KV cache)", divisors(config.n_layers),
@@ -387,13 +388,13 @@ def headline(analysis: Analysis) -> None:
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
     spec = setup.speculation
     try:
-        result = speculative.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
+        result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
-                                       options=analysis.options, calibration=analysis.calibration)
+                                       options=analysis.options, calibration=analysis.calibration,
+                                       tp=analysis.deployment.tp)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
         return
-    one_gpu_note(setup, "Speculative decoding")
     row = st.columns(4)
     row[0].metric("TPOT with speculation", fmt_seconds(result.tpot_s),
                   delta=f"{result.speedup:.2f}× vs {fmt_seconds(result.baseline_tpot_s)}", delta_color="off")
@@ -412,11 +413,6 @@ def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
     return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
                    precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
                    **setup.parallel)
-
-
-def one_gpu_note(setup: Setup, view: str) -> None:
-    if setup.parallel.get("tp", 1) > 1:
-        st.info(f"{view} is for one GPU without tensor parallelism: the library's {view.lower()} has no tp yet.")
 
 
 def page_roofline(analysis: Analysis, setup: Setup) -> None:
@@ -477,17 +473,17 @@ def page_ops(analysis: Analysis, setup: Setup) -> None:
         ops = ops[ops["phase"] == phase]
     st.dataframe(op_frame(ops), hide_index=True, height=min(38 + 35 * len(ops), 800))
     sharded = setup.parallel.get("tp", 1) > 1
-    shard = " One GPU's shard under tensor parallelism; the all-reduces are not ops here." if sharded else ""
-    st.caption(f"B={setup.batch}, prefill of S={setup.prompt} tokens, decode against {setup.prompt + 1} keys. "
-               f"Each row counts all the layers it runs in (`layers`); time = max(compute, memory) per op.{shard}")
+    shard = " One GPU's shard under tensor parallelism; its all-reduces are rows of their own." if sharded else ""
+    st.caption(f"B={setup.batch}, prefill of S={setup.prompt} tokens, decode against {decode_context(setup.prompt)} "
+               "keys. Each row counts all the layers it runs in (`layers`); time combines compute and memory at the "
+               f"calibrated corner (max of the two on the ideal roofline); the times add up to the step.{shard}")
 
 
 def page_regime(analysis: Analysis, setup: Setup) -> None:
-    one_gpu_note(setup, "The regime map (sweep)")
     p = analysis.precision
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
                   weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
-                  calibration=analysis.calibration, prefill=False)
+                  calibration=analysis.calibration, prefill=False, **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
     windowed = WINDOW in analysis.config.layer_attention
     st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
@@ -530,9 +526,9 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
     st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
     st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
-    st.markdown("**Crossovers** of this configuration (ideal roofs; `roofline.crossovers`):")
+    st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.serving.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
-                                         setup.gen, analysis.options):
+                                         setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp):
         if isinstance(result, str):
             st.markdown(f"- {title}: not defined here ({result})")
             continue
@@ -552,7 +548,7 @@ def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precisi
     kv = columns[3].selectbox("B: KV cache", [SAME, *DTYPES], key="b_kv")
     base = analysis.config if model == SAME else bundled_model(model)
     overrides = {}
-    if base.is_mla:
+    if not base.has_kv_heads:
         columns[4].caption("B's model uses MLA: no KV heads to change.")
     else:
         heads = columns[4].selectbox("B: KV heads", [SAME, *divisors(base.n_heads)], key="b_kv_heads")

@@ -1,22 +1,24 @@
 """roofline: analytic roofline and cost model for LLM inference, derived symbolically.
 
-Public API: `analyze`, `sweep`, the serving what-ifs (`speculate`, `analyze_pipeline`,
-`analyze_expert_parallel`; tensor parallelism is `analyze(..., tp=)`), the configs (`ModelConfig`,
-`Hardware`, `Precision`, `Options`, `Calibration`) and their loaders. The core imports neither
-torch nor streamlit.
+Public API: `analyze`, `sweep`, the one step pricer every estimate goes through (`Deployment`), the
+serving what-ifs (`speculate`, `analyze_pipeline`, `analyze_expert_parallel`; tensor parallelism is
+`analyze(..., tp=)`), the configs (`ModelConfig`, `Hardware`, `Precision`, `Options`, `Calibration`)
+and their loaders. The core imports neither torch nor streamlit.
 """
 from .api import METRIC_DEFINITIONS, Analysis, analyze, sweep
-from .bounds import BOUNDS, Calibration
+from .bounds import BOUNDS
+from .calibration import Calibration
 from .config import ModelConfig, bundled_models, load_model
 from .cost import Cost
+from .deployment import Deployment
 from .hardware import Hardware, bundled_hardware, load_hardware
 from .model import Options
 from .precision import Precision
-from .expert_parallel import analyze_expert_parallel
-from .pipeline import analyze_pipeline
-from .speculative import speculate
+from .serving.expert_parallel import analyze_expert_parallel
+from .serving.pipeline import analyze_pipeline
+from .serving.speculation import speculate
 
 __version__ = "0.1.0"
 __all__ = ["analyze", "sweep", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "Calibration", "ModelConfig",
-           "bundled_models", "load_model", "Cost", "Hardware", "bundled_hardware", "load_hardware", "Options",
+           "bundled_models", "load_model", "Cost", "Deployment", "Hardware", "bundled_hardware", "load_hardware", "Options",
            "Precision", "speculate", "analyze_pipeline", "analyze_expert_parallel", "__version__"]

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times
+from .bounds import BOUNDS, COMMUNICATION
+from .calibration import IDEAL, Calibration
+from .compiled import COMPONENTS
 from .config import ModelConfig, load_model
 from .cost import BYTE_CATEGORIES
-from .evaluate import COMPONENTS, CompiledModel, compile_model
+from .deployment import Deployment
+from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
-from .inference import evaluate
-from .model import Options
-from .parallel import shard, with_communication
+from .model import DECODE, PREFILL, Options, decode_context
 from .precision import Precision
 
 METRIC_DEFINITIONS = {
@@ -22,7 +23,8 @@ METRIC_DEFINITIONS = {
     "tpot_s": "time per output token: one decode step of the whole batch with prompt_len tokens cached "
               "(excludes the first token)",
     "e2e_s": "TTFT + gen_len - 1 decode steps at their growing contexts",
-    "tokens_per_s": "batch / tpot_s",
+    "tokens_per_s": "replicas · batch / tpot_s",
+    "napkin_tokens_per_s": "replicas · batch / napkin_tpot_s",
     "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
     "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
     "decode_bound_s": "seconds of the decode step spent waiting on its binding resource (before communication)",
@@ -49,54 +51,54 @@ def _resolve(model, hardware, precision, options, overrides) -> tuple[ModelConfi
 
 @dataclass(frozen=True)
 class Analysis:
-    """The metrics of one configuration at each batch size, and the per-op detail behind them."""
-    config: ModelConfig
-    hardware: Hardware
-    precision: Precision
-    options: Options
-    calibration: Calibration
-    compiled: CompiledModel
+    """The metrics of one deployment at each batch size, and the per-op detail behind them."""
+    deployment: Deployment
     metrics: pd.DataFrame  # one row per batch size
+
+    config = property(lambda self: self.deployment.config)
+    hardware = property(lambda self: self.deployment.hardware)
+    precision = property(lambda self: self.deployment.precision)
+    options = property(lambda self: self.deployment.options)
+    calibration = property(lambda self: self.deployment.calibration)
+    compiled = property(lambda self: self.deployment.compiled)
 
     def records(self) -> list[dict]:
         rows = self.metrics.to_dict(orient="records")
         return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in rows]
 
     def op_table(self, batch: int, prompt: int) -> pd.DataFrame:
-        """Per op of prefill and decode: FLOPs, bytes by category, intensity, times and bound."""
-        p = self.precision
-        widths = (p.weight_bytes, p.activation_bytes, p.kv_bytes)
-        roofs = Roofs.of(self.hardware, p, self.calibration, self.config.n_layers)
+        """Per op of prefill and decode (collectives and fixed overheads included, as their own rows):
+        FLOPs, bytes by category, intensity, compute, memory and time at the calibrated corner, bound."""
         frames = []
-        for phase, context in ((self.compiled.prefill, prompt), (self.compiled.decode, prompt + 1)):
-            counts = phase(np.array(float(batch)), np.array(float(context)), widths)
-            times = step_times(counts, phase, roofs)
+        for phase, context in ((PREFILL, prompt), (DECODE, decode_context(prompt))):
+            step = self.deployment.step(phase, float(batch), float(context))
+            model_ops = len(step.components)
+            counts = np.array([[float(np.ravel(v)[0]) for v in op] for op in step.components])
+            counts = np.vstack([counts, np.zeros((len(step.ops) - model_ops, len(COMPONENTS)))])
             frame = pd.DataFrame(counts, columns=COMPONENTS)
-            frame.insert(0, "op", phase.names)
-            frame.insert(0, "phase", phase.phase)
-            frame["count"] = phase.counts
+            frame.insert(0, "op", [str(op) for op in step.ops])
+            frame.insert(0, "phase", phase)
+            frame["group"] = [op.group for op in step.ops]
+            frame["term"] = [op.term for op in step.ops]
+            frame["count"] = step.counts
             frame["bytes"] = frame[list(BYTE_CATEGORIES)].sum(axis=1)
             frame["intensity"] = frame["flops"] / frame["bytes"].where(frame["bytes"] > 0)
-            compute, memory = np.array(times.compute_s, dtype=float), np.array(times.memory_s, dtype=float)
-            frame["compute_s"], frame["memory_s"] = compute, memory
-            frame["time_s"] = np.maximum(compute, memory)
-            frame["bound"] = np.where(compute >= memory, "compute", "memory")
+            first = lambda values: np.array([float(np.ravel(v)[0]) for v in values])  # noqa: E731
+            compute, memory = first(step.compute_s), first(step.memory_s)
+            frame["compute_s"], frame["memory_s"], frame["time_s"] = compute, memory, first(step.time_s)
+            bound = np.where(compute >= memory, "compute", "memory")
+            fixed = np.arange(len(step.ops)) >= model_ops
+            frame["bound"] = np.where(fixed, [BOUNDS[COMMUNICATION] if op.group in ("tp", "pp", "ep") else "overhead"
+                                              for op in step.ops], bound)
             frames.append(frame)
         return pd.concat(frames, ignore_index=True)
 
     def decode_terms(self, batch: int, prompt: int) -> pd.Series:
-        """Seconds of one decode step per term (op name without its layer group), plus the all-reduces
-        and the calibration's fixed overheads: the terms add up to the TPOT."""
+        """Seconds of one decode step per term (op name without its layer group; collectives and the
+        calibration's fixed overheads are terms of their own): the terms add up to the TPOT."""
         ops = self.op_table(batch, prompt)
-        decode = ops[ops["phase"] == "decode"]
-        term = decode["op"].str.replace(r"^layers\[[^\]]*\]\.", "", regex=True)
-        terms = decode.groupby(term, sort=False)["time_s"].sum()
-        row = self.metrics[self.metrics["batch"] == batch].iloc[0]
-        if row.get("comm_s", 0) > 0:
-            terms["all-reduce"] = row["comm_s"]
-        if self.calibration.step_overhead_s or self.calibration.layer_overhead_s:
-            terms["overhead"] = row["tpot_s"] - terms.sum()
-        return terms
+        decode = ops[ops["phase"] == DECODE]
+        return decode.groupby("term", sort=False)["time_s"].sum()
 
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
@@ -104,7 +106,7 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
             calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
-    tp, replicas: tensor-parallel degree and model copies (roofline.parallel): with tp > 1 the
+    tp, replicas: tensor-parallel degree and model copies (roofline.deployment): with tp > 1 the
     memory figures are per GPU and the step times include the all-reduces (comm_s).
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
     """
@@ -112,10 +114,9 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     batches = _check_positive("batch", np.atleast_1d(batch))
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
-    compiled = compile_model(shard(config, tp), options)  # what one GPU holds and runs
-    values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
-    values = with_communication(values, config, hw, tp, replicas, prompt, gen, precision.activation_bytes)
-    return Analysis(config, hw, precision, options, calibration, compiled, _frame(values, integers=True))
+    deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas)
+    values = evaluate(deployment, batches, prompt, gen, parallel_columns=True)
+    return Analysis(deployment, _frame(values, integers=True))
 
 
 INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
@@ -155,14 +156,13 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     batches = _check_positive("batch", np.atleast_1d(batch))
     contexts = _check_positive("context", np.atleast_1d(context))
     gens = _check_positive("gen", np.atleast_1d(gen))
-    compiled = compile_model(shard(config, tp), options)
     frames = []
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a))
-        values = evaluate(compiled, hw, precision, columns_b, rows_s, depth_g, calibration, e2e, prefill)
-        if tp > 1 or replicas > 1:  # one GPU's sweep stays free of the parallel columns (and fast)
-            values = with_communication(values, config, hw, tp, replicas, rows_s, depth_g, precision.activation_bytes)
+        deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas)
+        # one GPU's sweep stays free of the parallel columns (and fast)
+        values = evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill)
         frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
         frames.append(frame)

@@ -8,61 +8,19 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from .evaluate import CompiledPhase
+from .calibration import IDEAL, Calibration
+from .compiled import CompiledPhase
 from .hardware import Hardware
 from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
 BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth", "communication")
-COMMUNICATION = BOUNDS.index("communication")  # set by roofline.parallel when all-reduces wait longest
+COMMUNICATION = BOUNDS.index("communication")  # a step's collectives, when they take longer than any other wait
 STACKED_LIMIT = 2**20  # counts arrays up to this size are evaluated all ops at once; larger ones op by op
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Roofs actually reached: fractions of datasheet peak and bandwidth, plus fixed overheads.
-
-    The default is the ideal bound (every efficiency 1, no overhead).
-    """
-    name: str = "ideal"
-    bandwidth_efficiency: float = 1.0
-    flops_efficiency: dict = field(default_factory=dict)  # dtype -> fraction; missing = 1
-    step_overhead_s: float = 0.0  # per step (launch, scheduling)
-    layer_overhead_s: float = 0.0  # per layer per step
-    corner: float = math.inf  # sharpness p of the roofline corner: an op takes (c^p + m^p)^(1/p)
-    # Attention kernels (scores and values against the KV cache) reach these fractions of the device's
-    # roofs, each its own: many small per-head products stream and compute unlike one large matrix, and
-    # on the H100 a flash decode kernel streams the cache faster than cuBLAS's GEMVs stream weights
-    # (3.0 against 2.4-2.6 TB/s), so a fraction of the weights' rate would have to exceed 1.
-    attention_bandwidth_efficiency: float = 1.0
-    attention_flops_efficiency: float = 1.0
-    attention_corner: float | None = None  # the attention kernels' own corner sharpness; None: `corner`
-
-    def __post_init__(self):
-        values = {"bandwidth_efficiency": self.bandwidth_efficiency,
-                  "attention_bandwidth_efficiency": self.attention_bandwidth_efficiency,
-                  "attention_flops_efficiency": self.attention_flops_efficiency,
-                  **{f"flops_efficiency.{dtype}": v for dtype, v in self.flops_efficiency.items()}}
-        for name, value in values.items():
-            if not 0 < value <= 1:  # a kernel that beats the measured roof means the roof was measured wrong
-                raise ValueError(f"calibration {self.name!r}: {name} must be in (0, 1], got {value!r}")
-        for name in ("step_overhead_s", "layer_overhead_s"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")
-        for name in ("corner", "attention_corner"):  # p = 1: compute and memory never overlap; inf: sharp
-            value = getattr(self, name)
-            if value is None and name == "attention_corner":
-                continue  # the weight GEMMs' corner
-            if value is None or not value >= 1:
-                raise ValueError(f"calibration {self.name!r}: {name} must be >= 1 (inf for the sharp roofline), "
-                                 f"got {value!r}")
-
-
-IDEAL = Calibration()
 
 
 @dataclass(frozen=True)
@@ -114,6 +72,7 @@ class Roofs:
 class StepTimes:
     compute_s: list  # per op
     memory_s: list  # per op
+    time_s: list  # per op: compute and memory combined at the calibrated corner
     roofline_s: np.ndarray  # step total, each op max(compute, memory), plus overhead
     no_overlap_s: np.ndarray  # step total, each op compute + memory, plus overhead
     bound: np.ndarray  # index into BOUNDS
@@ -165,7 +124,7 @@ def step_times(counts, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
         shape = np.broadcast_shapes(counts.shape[2:], np.shape(roofs.bandwidth), *(np.shape(p) for p in peaks))
         c, m, t, waits = op_times(_per_op(peaks, shape), _per_op(bandwidths, shape), *np.moveaxis(counts, 1, 0),
                                   _per_op(corners, shape))
-        return _step(list(c), list(m), [x.sum(axis=0) for x in (t, c + m, *waits)], roofs)
+        return _step(list(c), list(m), list(t), [x.sum(axis=0) for x in (t, c + m, *waits)], roofs)
     if isinstance(counts, np.ndarray):
         counts = [tuple(op) for op in counts]
     shape = np.broadcast_shapes(*(np.shape(v) for op in counts for v in op), np.shape(roofs.bandwidth),
@@ -176,7 +135,7 @@ def step_times(counts, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
                                 else float(np.ravel(values)[0]))
         c, m, t, waits = op_times(first(peaks), first(bandwidths), *stacked, first(corners))
         sums = [np.full(shape, x.sum()) for x in (t, c + m, *waits)]
-        return _step(list(np.reshape(c, (-1,) + shape)), list(np.reshape(m, (-1,) + shape)), sums, roofs)
+        return _step(*(list(np.reshape(x, (-1,) + shape)) for x in (c, m, t)), sums, roofs)
     compute, memory, op_time, no_overlap, waits = [], [], [], [], [[], [], [], []]
     each = lambda values: values if isinstance(values, list) else itertools.repeat(values)  # noqa: E731
     for peak, bandwidth, corner, op in zip(peaks, each(bandwidths), each(corners), counts):  # op by op, own shapes
@@ -184,7 +143,7 @@ def step_times(counts, phase: CompiledPhase, roofs: Roofs) -> StepTimes:
         compute.append(c), memory.append(m), op_time.append(t), no_overlap.append(c + m)
         for wait, column in zip(op_waits, waits):
             column.append(wait)
-    return _step(compute, memory, [total(x) for x in (op_time, no_overlap, *waits)], roofs)
+    return _step(compute, memory, op_time, [total(x) for x in (op_time, no_overlap, *waits)], roofs)
 
 
 def _first_of_each(values: list) -> np.ndarray:
@@ -205,7 +164,7 @@ def _per_op(values, shape: tuple) -> np.ndarray:
     return out
 
 
-def _step(compute: list, memory: list, sums: list, roofs: Roofs) -> StepTimes:
+def _step(compute: list, memory: list, times: list, sums: list, roofs: Roofs) -> StepTimes:
     """sums: the step's op time, no-overlap time and the four waits, summed over ops."""
     roofline, no_overlap, *waits = sums
     roofline = roofline + roofs.overhead_s
@@ -214,4 +173,4 @@ def _step(compute: list, memory: list, sums: list, roofs: Roofs) -> StepTimes:
     for index, wait in enumerate(waits[1:], start=1):  # argmax without stacking four grids
         bound[np.broadcast_to(wait > longest, bound.shape)] = index
         longest = np.maximum(longest, wait)
-    return StepTimes(compute, memory, roofline, no_overlap + roofs.overhead_s, bound, longest)
+    return StepTimes(compute, memory, times, roofline, no_overlap + roofs.overhead_s, bound, longest)

@@ -11,15 +11,58 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from .bounds import IDEAL, Calibration
 from .hardware import DATA_DIR
 
 CALIBRATION_DIR = DATA_DIR / "calibration"
 DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Roofs actually reached: fractions of datasheet peak and bandwidth, plus fixed overheads.
+
+    The default is the ideal bound (every efficiency 1, no overhead).
+    """
+    name: str = "ideal"
+    bandwidth_efficiency: float = 1.0
+    flops_efficiency: dict = field(default_factory=dict)  # dtype -> fraction; missing = 1
+    step_overhead_s: float = 0.0  # per step (launch, scheduling)
+    layer_overhead_s: float = 0.0  # per layer per step
+    corner: float = math.inf  # sharpness p of the roofline corner: an op takes (c^p + m^p)^(1/p)
+    # Attention kernels (scores and values against the KV cache) reach these fractions of the device's
+    # roofs, each its own: many small per-head products stream and compute unlike one large matrix, and
+    # on the H100 a flash decode kernel streams the cache faster than cuBLAS's GEMVs stream weights
+    # (3.0 against 2.4-2.6 TB/s), so a fraction of the weights' rate would have to exceed 1.
+    attention_bandwidth_efficiency: float = 1.0
+    attention_flops_efficiency: float = 1.0
+    attention_corner: float | None = None  # the attention kernels' own corner sharpness; None: `corner`
+
+    def __post_init__(self):
+        values = {"bandwidth_efficiency": self.bandwidth_efficiency,
+                  "attention_bandwidth_efficiency": self.attention_bandwidth_efficiency,
+                  "attention_flops_efficiency": self.attention_flops_efficiency,
+                  **{f"flops_efficiency.{dtype}": v for dtype, v in self.flops_efficiency.items()}}
+        for name, value in values.items():
+            if not 0 < value <= 1:  # a kernel that beats the measured roof means the roof was measured wrong
+                raise ValueError(f"calibration {self.name!r}: {name} must be in (0, 1], got {value!r}")
+        for name in ("step_overhead_s", "layer_overhead_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")
+        for name in ("corner", "attention_corner"):  # p = 1: compute and memory never overlap; inf: sharp
+            value = getattr(self, name)
+            if value is None and name == "attention_corner":
+                continue  # the weight GEMMs' corner
+            if value is None or not value >= 1:
+                raise ValueError(f"calibration {self.name!r}: {name} must be >= 1 (inf for the sharp roofline), "
+                                 f"got {value!r}")
+
+
+IDEAL = Calibration()
 
 
 def _number(raw: dict, key: str, where: str, default=None) -> float:

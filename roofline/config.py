@@ -92,13 +92,18 @@ class ModelConfig:
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
 
+    @property
+    def has_kv_heads(self) -> bool:
+        """MLA caches one shared latent, not per-head K and V: KV-head counts do not apply to it."""
+        return not self.is_mla
+
     def layer_kinds(self) -> Counter:
         """How many layers have each (attention, mlp) pattern."""
         return Counter(zip(self.layer_attention, self.layer_mlp))
 
     def with_overrides(self, **changes) -> ModelConfig:
         """A what-if copy (e.g. n_kv_heads=8, cla_factor=2); patterns are kept."""
-        if self.is_mla and "n_kv_heads" in changes:
+        if not self.has_kv_heads and "n_kv_heads" in changes:
             raise ValueError(f"n_kv_heads: model {self.name!r} uses MLA, whose cache is the latent "
                              f"(kv_lora_rank); override kv_lora_rank instead")
         unknown = set(changes) - set(self.__dataclass_fields__)

@@ -88,7 +88,7 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
     decode = phase_ops(config, Options(), DECODE)
     kv_read = sum((p.op.cost.kv_read * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
     weights = sum((p.op.cost.weights * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
-    widths = {b_w: precision.weight_bytes, b_a: precision.activation_bytes, b_kv: precision.kv_bytes}
+    widths = dict(zip((b_w, b_a, b_kv), precision.byte_widths))
     # Window layers read min(S, W) keys: solve on each side of the window and keep the consistent root.
     windows = {m for m in kv_read.atoms(sp.Min)}
     for piece in ("below", "above"):

@@ -1,109 +1,82 @@
-"""The one place symbols become numbers fast: each phase's per-op costs, lambdified to numpy, cached.
+"""`evaluate`: the inference metrics of a Deployment for batches of sequences, as thin functions of its steps.
 
-A compiled phase maps (B, S, b_w, b_a, b_kv), scalars or broadcastable arrays, to a stack of
-per-op FLOPs and bytes by category, already multiplied by the op's layer count.
+Definitions (stated in every output):
+  TTFT  prefill of the prompt (P tokens, T = S = P): the time to the first token.
+  TPOT  one decode step of the whole batch with P tokens already cached (S = P + 1 keys);
+        it excludes the first token.
+  E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
+  throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
+Memory (per GPU) = weights + KV cache at P + G tokens + activation workspace (the largest prefill op's
+activations), and the largest batch that fits follows in closed form. Step times include the
+collectives (comm_s, prefill_comm_s). Pipeline and expert parallelism have their own results
+(roofline.serving.pipeline, roofline.serving.expert_parallel): their memory is per stage and per expert shard.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import lru_cache
-
 import numpy as np
-import sympy as sp
 
-from .config import ModelConfig
-from .cost import BYTE_CATEGORIES
-from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
-from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
-from .symbols import B, S, T, b_a, b_kv, b_w
-
-ARGS = (B, S, b_w, b_a, b_kv)
-COMPONENTS = ("flops",) + BYTE_CATEGORIES
-FLOPS_ROW = 0  # index of FLOPs among COMPONENTS
+from .bounds import to_shape, total
+from .deployment import Deployment
+from .compiled import compile_model  # noqa: F401  (validation/sweep.py, rewritten elsewhere, imports it from here)
+from .model import DECODE, PREFILL, decode_context
 
 
-@dataclass(frozen=True)
-class CompiledPhase:
-    phase: str
-    names: tuple  # op names, one per row
-    matmul: tuple  # per op: 'weights', 'attention' or 'none'
-    counts: tuple  # per op: how many times it runs per step (its layer count)
-    function: object  # (B, S, b_w, b_a, b_kv) -> list of len(names) * len(COMPONENTS) arrays
-
-    def parts(self, batch, context, byte_widths) -> list[tuple]:
-        """Per op, its (flops, weights, act_read, act_write, kv_read, kv_write), each an array in
-        the op's own broadcast shape: an op that does not depend on the context stays (nB, 1)."""
-        values = self.function(batch, context, *byte_widths)
-        width = len(COMPONENTS)
-        return [tuple(np.asarray(v, dtype=float) for v in values[i * width:(i + 1) * width])
-                for i in range(len(self.names))]
-
-    def __call__(self, batch, context, byte_widths) -> np.ndarray:
-        """Array (n_ops, n_components, *shape) of counts for every op (the full broadcast shape)."""
-        parts = self.parts(batch, context, byte_widths)
-        shape = np.broadcast_shapes(*(np.shape(v) for op in parts for v in op))
-        return np.stack([np.stack([np.broadcast_to(v, shape) for v in op]) for op in parts])
-
-
-def _lambdify(placed: list[PlacedOp], args: tuple):
-    exprs = [sp.sympify(getattr(p.op.cost, component)) * p.count for p in placed for component in COMPONENTS]
-    return sp.lambdify(args, exprs, modules="numpy", cse=True)
+def memory(d: Deployment, batch, prompt, gen) -> dict[str, np.ndarray]:
+    """Bytes one GPU holds: its weights, the batch's KV cache at prompt + gen tokens, the workspace."""
+    cm, (w, _, kv) = d.compiled, d.precision.byte_widths
+    weight_bytes = cm.params * w
+    kv_per_sequence = cm.kv_cache(1.0, prompt + gen, kv)
+    # Activations scale with the batch, so the workspace per sequence is a prefill of one sequence.
+    one_sequence = (cm.prefill.point(1.0, float(np.ravel(prompt)[0]), d.precision.byte_widths) if np.size(prompt) == 1
+                    else cm.prefill.parts(1.0, prompt, d.precision.byte_widths))
+    workspace_per_sequence = np.max(np.broadcast_arrays(
+        *((act_read + act_write) / count for (_, _, act_read, act_write, _, _), count
+          in zip(one_sequence, cm.prefill.counts))), axis=0)
+    free = np.maximum(d.hardware.memory_bytes - weight_bytes, 0.0)
+    out = {"params": float(cm.params), "weight_bytes": weight_bytes, "kv_bytes_per_token": cm.kv_cache(1.0, 1.0, kv),
+           "kv_bytes": batch * kv_per_sequence, "workspace_bytes": batch * workspace_per_sequence,
+           "max_batch": np.floor(free / (kv_per_sequence + workspace_per_sequence))}
+    out["memory_bytes"] = weight_bytes + out["kv_bytes"] + out["workspace_bytes"]
+    out["fits"] = out["memory_bytes"] <= d.hardware.memory_bytes
+    out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, kv)  # the lecture: KV at S = prompt
+    out["napkin_memory_bytes"] = weight_bytes + out["napkin_kv_bytes"]
+    return out
 
 
-def _compile(placed: list[PlacedOp], phase: str) -> CompiledPhase:
-    return CompiledPhase(phase, tuple(p.name for p in placed), tuple(p.op.matmul for p in placed),
-                         tuple(p.count for p in placed), _lambdify(placed, ARGS))
+def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool = True,
+             parallel_columns: bool | None = None) -> dict[str, np.ndarray]:
+    """Every metric for broadcastable arrays of batch (per replica), prompt length and generated tokens.
 
-
-@dataclass(frozen=True)
-class QueriesModel:
-    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, T).
-
-    Decode (T = 1) and a prefill (T = S) are its cases; speculative verification (T = γ + 1) and
-    chunked prefill need the T in between.
+    Arrays keep their own shapes (batch (nB, 1) with prompt (1, nS) evaluates a grid cheaply);
+    prefill=False skips TTFT and E2E (a decode-only sweep); parallel_columns (default: when split or
+    replicated) adds tp, replicas, gpus, per_gpu_memory_bytes, comm_s, prefill_comm_s, link_latency_assumed.
     """
-    function: object
-    names: tuple
-    matmul: tuple
-    counts: tuple
-    context_dependent: tuple  # per op: whether its cost depends on S (attention) or only on tokens
-
-    def phase(self, queries) -> CompiledPhase:
-        """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
-        return CompiledPhase(f"T={queries}", self.names, self.matmul, self.counts,
-                             lambda batch, context, *widths: self.function(batch, context, *widths, queries))
-
-
-@lru_cache(maxsize=32)
-def compile_queries(config: ModelConfig, options: Options = Options()) -> QueriesModel:
-    placed = phase_ops(config, options, QUERIES)
-    context = tuple(any(S in sp.sympify(getattr(p.op.cost, c)).free_symbols for c in COMPONENTS) for p in placed)
-    return QueriesModel(_lambdify(placed, ARGS + (T,)), tuple(p.name for p in placed),
-                        tuple(p.op.matmul for p in placed), tuple(p.count for p in placed), context)
-
-
-@dataclass(frozen=True)
-class CompiledModel:
-    config: ModelConfig
-    options: Options
-    prefill: CompiledPhase
-    decode: CompiledPhase
-    params: int
-    kv_cache: object  # (B, S, b_kv) -> bytes of the cache holding S tokens per sequence
-    kv_cache_expr: sp.Expr
-
-
-@lru_cache(maxsize=64)
-def compile_model(config: ModelConfig, options: Options = Options()) -> CompiledModel:
-    kv_expr = kv_cache_expr(config, options)
-    return CompiledModel(
-        config=config, options=options,
-        prefill=_compile(phase_ops(config, options, PREFILL), PREFILL),
-        decode=_compile(phase_ops(config, options, DECODE), DECODE),
-        params=parameter_count(config),
-        kv_cache=sp.lambdify((B, S, b_kv), kv_expr, modules="numpy"),
-        kv_cache_expr=kv_expr,
-    )
-
-
-MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL)
+    if d.pp > 1 or d.ep > 1:
+        raise ValueError("pp, ep: a pipeline's or expert split's metrics are roofline.serving.pipeline.analyze_pipeline "
+                         "and roofline.serving.expert_parallel.analyze_expert_parallel; use pp=ep=1 here")
+    batch, prompt, gen = (np.asarray(x, dtype=float) for x in (batch, prompt, gen))
+    decode = d.step(DECODE, batch, decode_context(prompt))
+    out = {"batch": batch, "prompt_len": prompt, "gen_len": gen, **memory(d, batch, prompt, gen),
+           "decode_flops": total(op[0] for op in decode.components),
+           "decode_bytes": total(sum(op[1:]) for op in decode.components),
+           "tpot_s": decode.total_s, "decode_no_overlap_s": decode.no_overlap_s, "decode_bound": decode.bound,
+           "decode_bound_s": decode.bound_s}
+    out["napkin_tpot_s"] = out["napkin_memory_bytes"] / d.hardware.memory_bandwidth
+    out["tokens_per_s"] = d.replicas * batch / out["tpot_s"]
+    out["napkin_tokens_per_s"] = d.replicas * batch / out["napkin_tpot_s"]
+    out["decode_intensity"] = out["decode_flops"] / out["decode_bytes"]
+    if prefill:
+        pre = d.step(PREFILL, batch, prompt)
+        out.update({"prefill_flops": total(op[0] for op in pre.components),
+                    "prefill_bytes": total(sum(op[1:]) for op in pre.components),
+                    "ttft_s": pre.total_s, "prefill_no_overlap_s": pre.no_overlap_s, "prefill_bound": pre.bound})
+        out["prefill_intensity"] = out["prefill_flops"] / out["prefill_bytes"]
+        if e2e:
+            out["e2e_s"] = out["ttft_s"] + d.decode_seconds(batch, prompt, gen, decode)
+    if parallel_columns or (parallel_columns is None and d.gpus > 1):
+        out.update(tp=d.tp, replicas=d.replicas, gpus=d.gpus, per_gpu_memory_bytes=out["memory_bytes"],
+                   comm_s=decode.communication_s, link_latency_assumed=d.link_latency_assumed)
+        if prefill:
+            out["prefill_comm_s"] = pre.communication_s
+    shape = np.broadcast_shapes(batch.shape, prompt.shape, gen.shape)
+    return {name: to_shape(value, shape) for name, value in out.items()}

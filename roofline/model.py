@@ -40,6 +40,34 @@ class Options:
                 raise ValueError(f"{field}: unknown value {getattr(self, field)!r}; use one of {', '.join(allowed)}")
 
 
+def decode_context(prompt):
+    """Keys a decode step attends to after a prompt of `prompt` tokens: the prompt and the new token."""
+    return prompt + 1
+
+
+@dataclass(frozen=True, order=True)
+class OpName:
+    """Where an op sits (its layer group, or a collective's or overhead's own group) and what it is."""
+    group: str  # 'embed', 'layers[attention,mlp]', 'head'; 'tp', 'pp', 'ep' collectives; 'overhead'
+    op: str
+
+    def __str__(self) -> str:
+        return f"{self.group}.{self.op}"
+
+    @property
+    def in_layers(self) -> bool:
+        return self.group.startswith("layers[")
+
+    @property
+    def term(self) -> str:
+        """The name a step's breakdown groups by: a layer op without its layer group, others whole."""
+        return self.op if self.in_layers else str(self)
+
+
+def layer_group(attention_kind: str, mlp_kind: str) -> str:
+    return f"layers[{attention_kind},{mlp_kind}]"
+
+
 @dataclass(frozen=True)
 class PlacedOp:
     """An op in place: which layers it belongs to, how many times it runs per step."""
@@ -49,8 +77,12 @@ class PlacedOp:
     window: bool = False
 
     @property
+    def op_name(self) -> OpName:
+        return OpName(self.group, self.op.name)
+
+    @property
     def name(self) -> str:
-        return f"{self.group}.{self.op.name}"
+        return str(self.op_name)
 
 
 def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Options, phase: str) -> list[o.Op]:
@@ -81,7 +113,7 @@ def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DE
     if cfg.learned_positions:
         placed.append(PlacedOp("embed", o.position_embedding(), 1))
     for (attention_kind, mlp_kind), count in sorted(cfg.layer_kinds().items()):
-        group = f"layers[{attention_kind},{mlp_kind}]"
+        group = layer_group(attention_kind, mlp_kind)
         for op in layer_ops(cfg, attention_kind, mlp_kind, options, phase):
             placed.append(PlacedOp(group, op, count, attention_kind == WINDOW))
     logits_tokens = B * T if options.logits == "all" else B

@@ -61,6 +61,11 @@ class Precision:
         return element_bytes(self.kv, self.kv_group_size)
 
     @property
+    def byte_widths(self) -> tuple[float, float, float]:
+        """(b_w, b_a, b_kv): the order every compiled evaluator takes them in."""
+        return self.weight_bytes, self.activation_bytes, self.kv_bytes
+
+    @property
     def weight_matmul_dtype(self) -> str:
         return wider(self.weights, self.activations)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from roofline import analyze
-from roofline.fmt import fmt_seconds
+from roofline.views.fmt import fmt_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import Precision, load_hardware, load_model
-from roofline.batching import StepCost, Workload, poisson_workload, simulate, simulate_continuous, simulate_static
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.serving.batching import StepCost, Workload, poisson_workload, simulate, simulate_continuous, simulate_static
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
 
 MODEL, H100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
-COST = StepCost(MODEL, H100)
+COST = StepCost(Deployment(MODEL, H100))
 
 
 def work(arrivals, prompts, outputs) -> Workload:
@@ -23,7 +23,7 @@ def work(arrivals, prompts, outputs) -> Workload:
 @pytest.mark.parametrize("policy", ["static", "continuous"])
 def test_a_lone_request_gets_the_librarys_ttft_and_e2e(policy):
     result = simulate(MODEL, H100, work([0.0], [700], [50]), policy)
-    lib = evaluate(compile_model(MODEL), H100, Precision(), 1.0, 700.0, 50.0)
+    lib = evaluate(Deployment(MODEL, H100, Precision()), 1.0, 700.0, 50.0)
     assert result.ttft_s[0] == pytest.approx(float(lib["ttft_s"]), rel=1e-9)
     assert result.e2e_s[0] == pytest.approx(float(lib["e2e_s"]), rel=1e-3)  # contexts bucketed to 16 tokens
 

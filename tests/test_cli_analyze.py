@@ -9,7 +9,7 @@ import pytest
 
 from roofline import METRIC_DEFINITIONS, Precision, analyze
 from roofline.cli import main
-from roofline.cli_analyze import parse_batches
+from roofline.cli.analyze import parse_batches
 
 CONTRACT_KEYS = (
     "batch", "prompt_len", "gen_len", "params", "weight_bytes", "kv_bytes_per_token", "kv_bytes", "memory_bytes",
@@ -163,3 +163,19 @@ def test_python_m_roofline_cli_analyze_json_runs_as_a_program():
     assert done.returncode == 0, done.stderr
     (row,) = _strict_json(done.stdout)
     assert row["batch"] == 1 and row["model"] == "llama-2-13b" and row["tpot_s"] > 0
+
+
+def test_napkin_throughput_counts_every_replica(capsys):
+    one = run_json(capsys, "--method", "napkin", "--batch", "8", "--tp", "2")
+    three = run_json(capsys, "--method", "napkin", "--batch", "8", "--tp", "2", "--replicas", "3")
+    assert three[0]["tokens_per_s"] == pytest.approx(3 * one[0]["tokens_per_s"], rel=1e-12)
+    assert three[0]["tpot_s"] == one[0]["tpot_s"]
+
+
+def test_roofline_help_prints_every_command_summary_with_its_percent_sign():
+    done = subprocess.run([sys.executable, "-m", "roofline.cli", "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert "90% saturation" in " ".join(done.stdout.split()) and "%%" not in done.stdout
+    for command in ("analyze", "report", "speculate", "crossovers", "simulate", "parallel", "validate", "fit"):
+        assert f"    {command} " in done.stdout

@@ -7,9 +7,9 @@ import pytest
 
 from roofline import load_hardware, load_model
 from roofline.cli import main
-from roofline.cli_serving import batch_trace
-from roofline.crossovers import saturation_batch
-from roofline.speculative import speculate
+from roofline.cli.serving import batch_trace
+from roofline.serving.crossovers import saturation_batch
+from roofline.serving.speculation import speculate
 
 
 def run_json(capsys, *args) -> dict:
@@ -90,7 +90,7 @@ def test_simulate_json_has_the_contract_keys_and_is_reproducible_by_seed(capsys,
 
 
 def test_simulate_matches_the_library(capsys):
-    from roofline.batching import poisson_workload, simulate
+    from roofline.serving.batching import poisson_workload, simulate
     out = run_json(capsys, "simulate", "--rate", "5", "--requests", "100", "--seed", "3")
     want = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(100, 5.0, 512, 128, seed=3)).summary()
     assert out["throughput_tokens_per_s"] == pytest.approx(want["throughput_tokens_per_s"])
@@ -116,7 +116,7 @@ def test_batch_trace_keeps_each_runs_end_time_and_peak():
 
 
 def test_simulate_json_carries_a_thinned_batch_trace_that_keeps_the_peak(capsys):
-    from roofline.batching import poisson_workload, simulate
+    from roofline.serving.batching import poisson_workload, simulate
     out = run_json(capsys, "simulate", "--rate", "20", "--requests", "200", "--output-mean", "64", "--seed", "4")
     result = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(200, 20.0, 512, 64, seed=4))
     trace = np.array(out["batch_trace"])
@@ -129,7 +129,7 @@ def test_simulate_json_carries_a_thinned_batch_trace_that_keeps_the_peak(capsys)
 
 
 def test_parallel_json_is_the_pipeline_library_result(capsys):
-    from roofline.pipeline import analyze_pipeline
+    from roofline.serving.pipeline import analyze_pipeline
     out = run_json(capsys, "parallel", "--model", "llama-2-70b", "--tp", "2", "--pp", "4", "--microbatches", "4",
                    "--batch", "32", "--prompt", "2048", "--gen", "256")
     want = analyze_pipeline("llama-2-70b", "h100-sxm", pp=4, microbatches=4, batch=32, prompt=2048, gen=256, tp=2)
@@ -139,7 +139,7 @@ def test_parallel_json_is_the_pipeline_library_result(capsys):
 
 
 def test_parallel_json_spreads_experts_when_asked(capsys):
-    from roofline.expert_parallel import analyze_expert_parallel
+    from roofline.serving.expert_parallel import analyze_expert_parallel
     out = run_json(capsys, "parallel", "--model", "mixtral-8x7b", "--ep", "4", "--batch", "16")
     want = analyze_expert_parallel("mixtral-8x7b", "h100-sxm", ep=4, batch=16)
     for key in ("per_gpu_memory_bytes", "tpot_s", "comm_s", "experts_touched_per_gpu", "alltoall_bytes"):

@@ -8,16 +8,17 @@ import sympy as sp
 
 from roofline import Precision, load_hardware, load_model
 from roofline.bounds import Roofs, step_times
-from roofline.crossovers import (critical_batch, diminishing_batch, elasticities, kv_equals_weights_context, max_batch,
+from roofline.serving.crossovers import (critical_batch, diminishing_batch, elasticities, kv_equals_weights_context, max_batch,
                                  memory_bound_model, saturation_batch)
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.compiled import compile_model
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
 
 H100 = load_hardware("h100-sxm")
 
 
 def tokens_per_s(config, hw, batches, prompt, precision=Precision()):
-    values = evaluate(compile_model(config), hw, precision, np.asarray(batches, dtype=float), float(prompt), 1.0,
+    values = evaluate(Deployment(config, hw, precision), np.asarray(batches, dtype=float), float(prompt), 1.0,
                       prefill=False)
     return values["tokens_per_s"]
 
@@ -44,7 +45,7 @@ def test_kv_equals_weights_context_balances_the_compiled_decode_bytes():
 def test_closed_form_max_batch_is_the_largest_batch_that_fits(model, prompt):
     config = load_model(model)
     c = max_batch(config, H100, prompt=prompt)
-    fits = evaluate(compile_model(config), H100, Precision(), np.array([c.value, c.value + 1.0]), float(prompt), 0.0,
+    fits = evaluate(Deployment(config, H100), np.array([c.value, c.value + 1.0]), float(prompt), 0.0,
                     prefill=False)["fits"]
     assert c.value > 0 and bool(fits[0]) and not bool(fits[1])
 
@@ -116,7 +117,7 @@ def test_bad_fraction_is_a_clear_error():
 # --- the batch throughput factor -------------------------------------------------------------
 
 def test_throughput_factor_is_one_at_batch_one_never_superlinear_and_monotone():
-    from roofline.throughput_factor import throughput_factor
+    from roofline.serving.throughput_factor import throughput_factor
     batches = np.arange(1, 513)
     factors = throughput_factor("llama-3.1-8b", H100, batches, prompt=2048)
     assert factors[0] == pytest.approx(1)
@@ -124,7 +125,7 @@ def test_throughput_factor_is_one_at_batch_one_never_superlinear_and_monotone():
 
 
 def test_throughput_factor_is_the_memory_bound_closed_form_without_a_compute_roof():
-    from roofline.throughput_factor import throughput_factor
+    from roofline.serving.throughput_factor import throughput_factor
     fast = dataclasses.replace(H100, peak_flops={"bf16": 1e30})
     config = load_model("llama-2-13b")
     model = memory_bound_model(config, fast, prompt=1024)
@@ -134,7 +135,7 @@ def test_throughput_factor_is_the_memory_bound_closed_form_without_a_compute_roo
 
 
 def test_the_hand_table_underestimates_short_contexts_and_overestimates_long_mha_contexts():
-    from roofline.throughput_factor import compare_table
+    from roofline.serving.throughput_factor import compare_table
     short = compare_table("llama-3.1-8b", H100, prompt=512)
     long = compare_table("llama-2-13b", H100, prompt=32768)
     assert all(b.derived_low > b.table for b in short)  # GQA, short context: weights dominate, batching is cheap

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from roofline import analyze, load_hardware, load_model
-from roofline.evaluate import compile_model
-from roofline.expert_parallel import alltoall_bytes, analyze_expert_parallel, ep_sym, experts_touched_per_gpu
+from roofline.compiled import compile_model
+from roofline.serving.expert_parallel import alltoall_bytes, analyze_expert_parallel, ep_sym, experts_touched_per_gpu
 from roofline.symbols import B, D, E, T, b_a, k
 
 H100 = load_hardware("h100-sxm")

@@ -1,9 +1,9 @@
-"""roofline.fmt: the only place units convert. Exact strings, flat, one behaviour per test."""
+"""roofline.views.fmt: the only place units convert. Exact strings, flat, one behaviour per test."""
 import math
 
 import pytest
 
-from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 
 
 @pytest.mark.parametrize("value, text", [

@@ -17,7 +17,7 @@ from hf_reference import TINY_CONFIGS, hf_flops, hf_kv_cache_bytes_per_token, hf
 
 from roofline import ModelConfig, Options, bundled_models, load_model  # noqa: E402
 from roofline.config import MODELS_DIR  # noqa: E402
-from roofline.evaluate import FLOPS_ROW, compile_model  # noqa: E402
+from roofline.compiled import FLOPS_ROW, compile_model  # noqa: E402
 from roofline.model import parameter_count  # noqa: E402
 
 HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")

@@ -5,9 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import Precision, load_hardware, load_model
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
-from roofline.paging import (contiguous_waste, paged_waste, replay, sequences_that_fit, shared_prefix_blocks,
+from roofline.compiled import compile_model
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
+from roofline.serving.paging import (contiguous_waste, paged_waste, replay, sequences_that_fit, shared_prefix_blocks,
                              thought_tree)
 
 
@@ -164,12 +165,13 @@ def test_thought_tree_times_are_the_librarys_prefill_and_decode_steps():
     width, prefix, steps = 8, 1024, 64
     tree = thought_tree("llama-3.1-8b", H100, width, prefix, steps)
     cm, p = compile_model(load_model("llama-3.1-8b")), Precision()
-    independent = evaluate(cm, H100, p, float(width), float(prefix), float(steps))
+    independent = evaluate(Deployment(cm.config, H100, p), float(width), float(prefix), float(steps))
     assert tree["independent"]["seconds"] == pytest.approx(float(independent["e2e_s"]), rel=1e-6)
-    one = evaluate(cm, H100, p, 1.0, float(prefix), 1.0)
+    one = evaluate(Deployment(cm.config, H100, p), 1.0, float(prefix), 1.0)
     shared = float(one["ttft_s"]) + float(independent["e2e_s"]) - float(independent["ttft_s"])
     assert tree["shared_cache"]["seconds"] == pytest.approx(shared, rel=1e-6)
-    rerun = sum(float(evaluate(cm, H100, p, float(width), float(prefix + j), 1.0)["ttft_s"]) for j in range(steps))
+    rerun = sum(float(evaluate(Deployment(cm.config, H100, p), float(width), float(prefix + j), 1.0)["ttft_s"])
+                for j in range(steps))
     assert tree["no_cache"]["seconds"] == pytest.approx(rerun, rel=1e-9)
 
 

@@ -5,12 +5,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import analyze, load_hardware, load_model, sweep
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 from roofline.model import parameter_count
-from roofline.parallel import (ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_seconds, analyze_parallel, shard,
-                               tp_crossovers)
+from roofline.serving.tensor_parallel import tp_crossovers
+from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
 
 H100 = load_hardware("h100-sxm")
+
+
+def metrics_of(model, hardware, **kwargs) -> dict[str, np.ndarray]:
+    """analyze's metrics as arrays, one per column."""
+    return {name: column.to_numpy() for name, column in analyze(model, hardware, **kwargs).metrics.items()}
 
 
 def simulated_ring_allreduce(vectors: np.ndarray, bandwidth: float, latency: float) -> tuple[np.ndarray, float]:
@@ -37,8 +42,8 @@ def test_ring_allreduce_traffic_matches_a_simulated_ring_and_latency_is_paid_onc
     vectors = rng.normal(size=(gpus, 1024))
     result, elapsed = simulated_ring_allreduce(vectors, 450e9, 0.0)
     assert np.allclose(result, vectors.sum(axis=0))
-    assert elapsed == pytest.approx(allreduce_seconds(vectors[0].nbytes, gpus, 450e9, 0.0))
-    with_latency = allreduce_seconds(vectors[0].nbytes, gpus, 450e9, 3e-6)
+    assert elapsed == pytest.approx(allreduce_time(vectors[0].nbytes, gpus, 450e9, 0.0))
+    with_latency = allreduce_time(vectors[0].nbytes, gpus, 450e9, 3e-6)
     assert with_latency == pytest.approx(elapsed + 3e-6)
 
 
@@ -62,23 +67,23 @@ def test_kv_cache_per_gpu_is_split_by_kv_heads_and_replicated_past_them(model, t
 
 
 def test_decode_communication_is_two_ring_allreduces_per_layer():
-    out = analyze_parallel("llama-2-70b", H100, tp=8, batch=[1, 32])
+    out = metrics_of("llama-2-70b", H100, tp=8, batch=[1, 32])
     per_allreduce = DEFAULT_LINK_LATENCY_S + 2 * 7 * np.array([1, 32]) * 8192 * 2 / 8 / 450e9
     assert np.allclose(out["comm_s"], ALLREDUCES_PER_LAYER * 80 * per_allreduce)
     assert np.all(out["link_latency_assumed"])
-    single = analyze_parallel("llama-2-70b", H100, tp=1, batch=[1, 32])
+    single = metrics_of("llama-2-70b", H100, tp=1, batch=[1, 32])
     assert np.all(single["comm_s"] == 0) and not np.any(single["link_latency_assumed"])
 
 
 def test_a_measured_link_latency_is_used_when_the_hardware_file_has_one():
-    out = analyze_parallel("llama-2-13b", load_hardware("a100-40gb"), tp=2, batch=[1])  # measured 10.14 us
+    out = metrics_of("llama-2-13b", load_hardware("a100-40gb"), tp=2, batch=[1])  # measured 10.14 us
     assert not np.any(out["link_latency_assumed"])
     assert out["comm_s"][0] == pytest.approx(2 * 40 * (1.014e-5 + 2 * 5120 * 2 / 2 / 300e9))
 
 
 def test_replicas_multiply_throughput_and_leave_latency_alone():
-    one = analyze_parallel("llama-2-70b", H100, tp=4, replicas=1, batch=[1, 16])
-    three = analyze_parallel("llama-2-70b", H100, tp=4, replicas=3, batch=[1, 16])
+    one = metrics_of("llama-2-70b", H100, tp=4, replicas=1, batch=[1, 16])
+    three = metrics_of("llama-2-70b", H100, tp=4, replicas=3, batch=[1, 16])
     assert np.allclose(three["tokens_per_s"], 3 * one["tokens_per_s"])
     for key in ("tpot_s", "ttft_s", "e2e_s", "per_gpu_memory_bytes", "max_batch"):
         assert np.allclose(three[key], one[key]), key
@@ -86,7 +91,7 @@ def test_replicas_multiply_throughput_and_leave_latency_alone():
 
 
 def test_tp_shrinks_per_gpu_memory_and_raises_max_batch():
-    out = {t: analyze_parallel("llama-2-70b", H100, tp=t, batch=[8]) for t in (1, 2, 4, 8)}
+    out = {t: metrics_of("llama-2-70b", H100, tp=t, batch=[8]) for t in (1, 2, 4, 8)}
     memory = [out[t]["per_gpu_memory_bytes"][0] for t in (1, 2, 4, 8)]
     assert memory == sorted(memory, reverse=True) and memory[0] / memory[3] > 7
     assert out[1]["max_batch"][0] == 0 and out[8]["max_batch"][0] > out[4]["max_batch"][0] > 0
@@ -109,8 +114,8 @@ def test_tp_breakeven_and_fastest_degree_solve_their_equations():
 @given(st.sampled_from(["llama-2-7b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b"]), st.sampled_from([1, 2, 4]),
        st.integers(1, 256), st.integers(1, 8192))
 def test_per_gpu_memory_falls_with_tp_and_comm_is_nonnegative(model, tp, batch, prompt):
-    base = analyze_parallel(model, H100, tp=1, batch=[batch], prompt=prompt, gen=4)
-    sharded = analyze_parallel(model, H100, tp=tp, batch=[batch], prompt=prompt, gen=4)
+    base = metrics_of(model, H100, tp=1, batch=[batch], prompt=prompt, gen=4)
+    sharded = metrics_of(model, H100, tp=tp, batch=[batch], prompt=prompt, gen=4)
     assert sharded["per_gpu_memory_bytes"][0] <= base["per_gpu_memory_bytes"][0] + 1
     assert sharded["per_gpu_memory_bytes"][0] * tp >= base["weight_bytes"][0]
     assert sharded["comm_s"][0] >= 0 and np.isfinite(sharded["tpot_s"][0])
@@ -125,7 +130,7 @@ def test_per_gpu_memory_falls_with_tp_and_comm_is_nonnegative(model, tp, batch, 
 def test_bad_parallel_input_is_a_clear_error(kwargs, field):
     args = {"model": "llama-2-70b", "hardware": "h100-sxm", **kwargs}
     with pytest.raises(ValueError, match=field):
-        analyze_parallel(**args)
+        metrics_of(**args)
 
 
 def test_tp_that_does_not_split_kv_heads_evenly_is_refused():

@@ -5,10 +5,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import analyze, load_hardware, load_model
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 from roofline.model import parameter_count
-from roofline.pipeline import (analyze_pipeline, idle_fraction, pass_seconds, stage_layers, stage_memory_bytes,
-                               steady_round_seconds)
+from roofline.deployment import Deployment
+from roofline.serving.pipeline import analyze_pipeline, idle_fraction, pass_seconds, steady_round_seconds
+from roofline.sharding import stage_layers
 
 H100 = load_hardware("h100-sxm")
 
@@ -96,11 +97,12 @@ def test_a_single_stage_is_the_librarys_tensor_parallel_step(model, tp):
                                        ("tinyllama-1.1b-chat-v1.0", 22)])
 def test_stages_hold_every_weight_and_cache_entry_once_plus_a_tied_head(model, pp):
     config = load_model(model)
-    stages = stage_memory_bytes(config, pp, batch=3, tokens=5000)
+    stages = Deployment(config, H100, pp=pp).memory_bytes(batch=3, tokens=5000)
     kv = float(compile_model(config).kv_cache(3.0, 5000.0, 2.0))
     tied = config.vocab_size * config.d_model if config.tied_embeddings else 0  # the last stage's copy
     assert sum(stages) == pytest.approx(2 * (parameter_count(config) + tied) + kv, rel=1e-12)
-    assert sum(stage_memory_bytes(config, 1, 3, 5000)) == pytest.approx(2 * parameter_count(config) + kv, rel=1e-12)
+    assert sum(Deployment(config, H100).memory_bytes(3, 5000)) == pytest.approx(2 * parameter_count(config) + kv,
+                                                                               rel=1e-12)
 
 
 def test_layers_split_contiguously_with_the_remainder_on_the_first_stages():

@@ -7,7 +7,7 @@ from matplotlib.collections import PathCollection, QuadMesh
 from matplotlib.figure import Figure
 
 from roofline import analyze, load_hardware, sweep
-from roofline import plots
+from roofline.views import plots
 from roofline.precision import Precision
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -121,7 +121,8 @@ def test_term_changes_count_a_term_missing_on_one_side_as_zero():
 
 
 def test_regime_map_draws_the_critical_batch_and_the_kv_equals_weights_curve_where_given():
-    from roofline import crossovers, load_model
+    from roofline import load_model
+    from roofline.serving import crossovers
     frame = sweep("llama-2-13b", "h100-sxm", batch=[1, 16, 256, 1024], context=[128, 4096, 65536], e2e=False)
     critical = crossovers.critical_batch(load_hardware("h100-sxm")).value
     kv_context = crossovers.kv_equals_weights_context(load_model("llama-2-13b")).value
@@ -177,7 +178,7 @@ def test_roofline_chart_marks_each_op_kind_differently_so_coinciding_decode_ops_
     decode = ops[(ops["phase"] == "decode") & (ops["flops"] > 0)]
     assert decode["intensity"].max() / decode["intensity"].min() < 1.01  # B = 1: all near intensity 1
     fig = plots.roofline_chart(lecture.hardware, decode)
-    kinds = set(decode["op"].map(plots.op_kind))
+    kinds = set(decode["term"].map(plots.op_kind))
     assert kinds == set(plots.OP_KINDS)
     collections = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
     at_one = [c for c in collections if np.allclose(c.get_offsets()[:, 0], 1, rtol=0.01)]

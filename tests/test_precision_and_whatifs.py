@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from roofline import Options, Precision, analyze, load_hardware, load_model
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 from roofline.model import parameter_count
 
 

@@ -4,7 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roofline import ModelConfig, Precision, analyze
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 
 DTYPES = ["fp32", "bf16", "fp8", "int8", "int4"]
 

@@ -2,7 +2,7 @@
 import pytest
 
 from roofline import analyze, load_model
-from roofline.evaluate import compile_model
+from roofline.compiled import compile_model
 
 
 def decode_op(model, name, batch=1, prompt=1024):

@@ -9,9 +9,9 @@ import pytest
 
 from roofline import analyze, bundled_models, load_model
 from roofline.cli import main
-from roofline.report import ACCEPTANCE, build_study, draft_model
-from roofline.report_render import format_cell, html, markdown, results_frame, results_json
-from roofline.speculative import speculate
+from roofline.views.report import ACCEPTANCE, build_study, draft_model
+from roofline.views.render import format_cell, html, markdown, results_frame, results_json
+from roofline.serving.speculation import speculate
 
 LECTURE = {"model": "llama-2-13b", "hardware": "h100-sxm", "batch": [1, 64, 256], "prompt": 1024, "gen": 128}
 
@@ -335,7 +335,7 @@ def test_a_calibration_for_other_hardware_is_refused(tmp_path, capsys):
 
 
 def test_committed_calibrations_are_found_for_their_own_hardware_only(tmp_path, monkeypatch):
-    from roofline import cli_report
+    from roofline.cli import report as cli_report
     calibrations, measurements = tmp_path / "calibration", tmp_path / "measurements"
     calibrations.mkdir()
     measurements.mkdir()

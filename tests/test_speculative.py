@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import load_model
-from roofline.evaluate import compile_model
-from roofline.speculative import alpha, expected_tokens, expected_tokens_expr, gamma, queries_phase, speculate
+from roofline.compiled import compile_model
+from roofline.serving.speculation import alpha, expected_tokens, expected_tokens_expr, gamma, queries_phase, speculate
 
 RNG = np.random.default_rng(3)
 

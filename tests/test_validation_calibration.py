@@ -3,7 +3,7 @@ import pytest
 import yaml
 
 from roofline import calibration as cal
-from roofline.bounds import IDEAL
+from roofline.calibration import IDEAL
 
 
 def write(path, **fields):
@@ -75,7 +75,7 @@ def test_every_committed_calibration_loads():
                                            ("prefill", "attention_flops_efficiency")])  # S x S products
 def test_attention_efficiencies_slow_the_attention_ops_alone(phase, field):
     import roofline
-    from roofline.bounds import Calibration
+    from roofline.calibration import Calibration
     kwargs = dict(model="llama-2-7b", hardware="h100-sxm", batch=[8], prompt=4096)
     ideal = roofline.analyze(**kwargs).op_table(8, 4096).set_index(["phase", "op"])["time_s"]
     slow = roofline.analyze(**kwargs, calibration=Calibration("half", **{field: 0.5})).op_table(8, 4096)

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from roofline import Hardware, Precision
-from roofline.bounds import Calibration
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.calibration import Calibration
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
 from validation import records
 from validation.cli import PRESETS
 from validation.fit import calibration_document, fit
@@ -37,7 +37,7 @@ def synthetic_frame(noise: float = 0.0, seed: int = 0, wandering: bool = False) 
         config = CONFIG.with_overrides(n_kv_heads=n_kv_heads)
         bandwidth = rng.uniform(45e9, 75e9) if wandering else MEASURED.memory_bandwidth
         machine = dataclasses.replace(MEASURED, memory_bandwidth=bandwidth)
-        metrics = evaluate(compile_model(config), machine, precision, batch, context, 1, TRUTH, e2e=False)
+        metrics = evaluate(Deployment(config, machine, precision, calibration=TRUTH), batch, context, 1, e2e=False)
         time_s = float(metrics["tpot_s" if phase == "decode" else "ttft_s"]) * (1 + noise * rng.standard_normal())
         rows.append({**{c: "" for c in records.COLUMNS}, "device": "cpu", "device_name": "synthetic",
                      "torch_version": "x", "model": CONFIG.name, "config_hash": f"h{n_kv_heads}", "dtype": "fp32",
@@ -97,7 +97,7 @@ def test_the_calibration_file_states_fractions_of_the_named_datasheet():
 
 def test_a_soft_corner_spans_the_no_overlap_and_the_roofline_bounds():
     import roofline
-    from roofline.bounds import Calibration
+    from roofline.calibration import Calibration
     sharp = roofline.analyze("llama-2-7b", "h100-sxm", batch=[256], prompt=512).metrics.iloc[0]
     summed = roofline.analyze("llama-2-7b", "h100-sxm", batch=[256], prompt=512,
                               calibration=Calibration("no-overlap", corner=1.0)).metrics.iloc[0]
@@ -105,3 +105,16 @@ def test_a_soft_corner_spans_the_no_overlap_and_the_roofline_bounds():
                             calibration=Calibration("soft", corner=3.0)).metrics.iloc[0]
     assert summed["tpot_s"] == pytest.approx(sharp["decode_no_overlap_s"])
     assert sharp["tpot_s"] < soft["tpot_s"] < summed["tpot_s"]
+
+
+def test_the_fit_prices_each_row_with_the_kv_dtype_it_ran_and_the_dtype_where_none_is_recorded():
+    from validation.fit import predict
+    frame = synthetic_frame()
+    decode = frame[(frame["phase"] == "decode") & (frame["context"] == 2048)].reset_index(drop=True)
+    unrecorded = predict(decode, MEASURED, TRUTH)
+    same = predict(decode.assign(kv_dtype="fp32"), MEASURED, TRUTH)
+    narrowed = predict(decode.assign(kv_dtype="int8"), MEASURED, TRUTH)
+    assert np.array_equal(unrecorded, same)
+    assert np.all(narrowed <= unrecorded) and np.any(narrowed < 0.9 * unrecorded)  # compute-bound rows stay
+    fitted = fit(decode.assign(kv_dtype="fp32"), "kv").calibration  # a kv_dtype column the fit groups by
+    assert fitted.bandwidth_efficiency == pytest.approx(fit(decode, "kv").calibration.bandwidth_efficiency, rel=1e-6)

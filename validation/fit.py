@@ -3,7 +3,7 @@
 Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, the fractions of those two
 roofs the attention kernels reach, fixed overhead per step and per layer, and the sharpness p of
 the roofline corner (each op takes (c^p + m^p)^(1/p)), one for the weight GEMMs and one for
-attention. Starting roofs are the ceilings measured with each point (copy bandwidth, GEMM
+attention. Starting roofs are the ceilings measured with each point (the read stream, GEMM
 FLOP/s); the fit finds the Calibration (fractions of those roofs, plus overheads and corners) that
 minimises the log-space error of the library's own step time against the measured one
 (Levenberg-Marquardt, numpy only, from a few starting points). With a single layer count in the
@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 
 from roofline import Hardware, ModelConfig, Options, Precision
-from roofline.bounds import Calibration, Roofs, step_times
+from roofline.calibration import Calibration
 from roofline.config import measured_config
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.deployment import Ceilings, Deployment
+from roofline.evaluate import evaluate
+from roofline.model import DECODE, decode_context
 
 from . import records
 
@@ -34,15 +35,17 @@ PRIOR_WEIGHT = 0.01  # weak pull of unidentified roofs (e.g. FLOP/s when nothing
 
 @dataclass(frozen=True)
 class Group:
-    """Measured points sharing a model, phase and dtype, with the library's per-op counts stacked."""
+    """Measured points sharing a model, phase, dtype and KV dtype, with the library's per-op counts stacked."""
     phase: str
-    compiled: object
-    precision: Precision
+    deployment: Deployment  # on the measured ceilings of each point (read stream, GEMM FLOP/s)
     counts: np.ndarray  # (n_ops, n_components, n_points)
+    tokens: np.ndarray  # (n_points,) B·T rows of each step
     measured_s: np.ndarray  # (n_points,)
     index: np.ndarray  # the points' row numbers in the frame
-    bandwidth: np.ndarray  # (n_points,) the read bandwidth measured with each point (roof_bandwidth)
-    peak_flops: dict  # dtype -> (n_points,) the GEMM FLOP/s measured with each point
+
+    @property
+    def precision(self) -> Precision:
+        return self.deployment.precision
 
 
 def row_config(row) -> ModelConfig:
@@ -68,25 +71,31 @@ def measured_hardware(frame: pd.DataFrame) -> Hardware:
                     memory_bandwidth=float(np.median(roof_bandwidth(frame))), peak_flops=peaks)
 
 
+def row_deployment(row, hardware: Hardware, calibration: Calibration | None = None, ceilings=None) -> Deployment:
+    """What the harness ran: the row's weight format, activation dtype and KV dtype (records.row_precision)."""
+    return Deployment(row_config(row), hardware, records.row_precision(row), row_options(row),
+                      calibration or Calibration(), ceilings=ceilings)
+
+
 def groups_of(frame: pd.DataFrame) -> list[Group]:
     out = []
     keys = ["config_hash", "phase", "dtype", "kv_dtype", "weight_format", "attention"]
     for (_config_hash, phase, dtype, *_), rows in frame.groupby(keys):
-        compiled = compile_model(row_config(rows.iloc[0]), row_options(rows.iloc[0]))
-        precision = records.row_precision(rows.iloc[0])
-        widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
+        ceilings = Ceilings(roof_bandwidth(rows), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)})
+        d = row_deployment(rows.iloc[0], measured_hardware(rows), ceilings=ceilings)
+        batch, context = rows["batch"].to_numpy(float), rows["context"].to_numpy(float)
+        compiled = d.phase(phase)
         # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
-        keys = rows["context"].to_numpy(float) + (1 if phase == "decode" else 0)
-        counts = getattr(compiled, phase)(rows["batch"].to_numpy(float), keys, widths)
-        out.append(Group(phase, compiled, precision, counts, rows["time_s"].to_numpy(float), rows.index.to_numpy(),
-                         roof_bandwidth(rows), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)}))
+        keys = decode_context(context) if phase == DECODE else context
+        counts = compiled(batch, keys, d.precision.byte_widths)
+        out.append(Group(phase, d, counts, batch * (1.0 if phase == DECODE else context),
+                         rows["time_s"].to_numpy(float), rows.index.to_numpy()))
     return out
 
 
-def step_time(group: Group, hardware: Hardware, calibration: Calibration) -> np.ndarray:
-    roofs = Roofs.of(hardware, group.precision, calibration, group.compiled.config.n_layers,
-                     group.bandwidth, group.peak_flops)
-    return step_times(group.counts, getattr(group.compiled, group.phase), roofs).roofline_s
+def step_time(group: Group, calibration: Calibration) -> np.ndarray:
+    d = dataclasses.replace(group.deployment, calibration=calibration)
+    return d.price(d.phase(group.phase), group.counts, group.tokens).total_s
 
 
 class Parameters:
@@ -138,14 +147,14 @@ def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.n
 
 def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibration:
     dtypes = sorted({g.precision.weight_matmul_dtype for g in groups})
-    layer_counts = {g.compiled.config.n_layers for g in groups}
+    layer_counts = {g.deployment.config.n_layers for g in groups}
     params = Parameters(dtypes, separate_overheads=len(layer_counts) > 1)
     n_layers = min(layer_counts)
     measured = np.log(np.concatenate([g.measured_s for g in groups]))
 
     def residual(x):
         calibration = params.calibration(x, name, n_layers)
-        predicted = np.log(np.concatenate([step_time(g, hardware, calibration) for g in groups]))
+        predicted = np.log(np.concatenate([step_time(g, calibration) for g in groups]))
         return np.r_[predicted - measured, PRIOR_WEIGHT * x[:params.n_efficiencies]]
 
     fits = [_levenberg_marquardt(residual, start) for start in params.starts()]
@@ -161,12 +170,11 @@ def row_hardware(row, hardware: Hardware) -> Hardware:
 
 
 def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
-    """Through the public path: inference.evaluate's TPOT (decode) or TTFT (prefill) at each row."""
+    """Through the public path: evaluate's TPOT (decode) or TTFT (prefill) at each row."""
     out = []
     for _, row in frame.iterrows():
-        metrics = evaluate(compile_model(row_config(row), row_options(row)), row_hardware(row, hardware),
-                           records.row_precision(row),
-                           row["batch"], row["context"], 1, calibration, e2e=False)
+        metrics = evaluate(row_deployment(row, row_hardware(row, hardware), calibration),
+                           row["batch"], row["context"], 1, e2e=False)
         out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
     return np.array(out)
 
@@ -183,8 +191,7 @@ def utilization(frame: pd.DataFrame, hardware: Hardware) -> pd.DataFrame:
     """MBU and MFU from the library's byte and FLOP counts over the measured time."""
     bytes_, flops = [], []
     for _, row in frame.iterrows():
-        metrics = evaluate(compile_model(row_config(row), row_options(row)), hardware, records.row_precision(row),
-                           row["batch"], row["context"], 1, e2e=False)
+        metrics = evaluate(row_deployment(row, hardware), row["batch"], row["context"], 1, e2e=False)
         bytes_.append(float(metrics[f"{row['phase']}_bytes"]))
         flops.append(float(metrics[f"{row['phase']}_flops"]))
     frame = frame.assign(model_bytes=bytes_, model_flops=flops)

@@ -1,7 +1,7 @@
 """The study as text: Markdown, single-file HTML, and every number as CSV rows and JSON.
 
-A `Study` from `roofline.report` becomes a list of blocks (heading, paragraph, list, table, math,
-image), rendered to Markdown or HTML; tables show numbers formatted by `roofline.fmt` and can be
+A `Study` from `roofline.views.report` becomes a list of blocks (heading, paragraph, list, table, math,
+image), rendered to Markdown or HTML; tables show numbers formatted by `roofline.views.fmt` and can be
 compared cell by cell with the library through `format_cell`. Nothing is written here.
 """
 from __future__ import annotations
@@ -17,20 +17,20 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from .api import METRIC_DEFINITIONS
+from ..api import METRIC_DEFINITIONS
 from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from .report import ACCEPTANCE, NAPKIN_SHOWN, Study, figure_name, napkin_columns
 
 EXTRA_DEFINITIONS = {
     "napkin_fits": "whether the lecture's napkin memory fits in the device's memory",
-    "napkin_tokens_per_s": "batch / napkin_tpot_s",
+    "napkin_tokens_per_s": "replicas · batch / napkin_tpot_s",
     "per_gpu_memory_bytes": "memory_bytes on each GPU under tensor parallelism (the whole model on one GPU: equal)",
     "comm_s": "all-reduce time inside one decode step under tensor parallelism (ring, two per layer), included in tpot_s",
     "elasticity": "d ln(output) / d ln(input) from a +10% change: -1 means inversely proportional",
 }
 
 
-# ---- formatting: the strings shown in the tables (units convert in roofline.fmt) ----
+# ---- formatting: the strings shown in the tables (units convert in roofline.views.fmt) ----
 
 FORMATS = {  # column (before any " B=") -> (header, formatter)
     "batch": ("batch", lambda v: str(int(v))), "hardware": ("hardware", str),
@@ -189,7 +189,7 @@ def _plot_blocks(study: Study) -> list:
 
 def _crossover_blocks(study: Study) -> list:
     blocks = [("h", 2, "5. Crossovers and sensitivities"),
-              ("p", ("Crossovers come from roofline.crossovers (closed forms) and from sweeps of the calculator "
+              ("p", ("Crossovers come from roofline.serving.crossovers (closed forms) and from sweeps of the calculator "
                      "over every whole batch or prompt length. Sensitivities are elasticities of TTFT and TPOT: "
                      "the relative change for a +10% change of the input, divided by 10%."))]
     for dev in study.devices:
@@ -203,9 +203,9 @@ def _whatif_blocks(study: Study) -> list:
     blocks = [("h", 2, "6. What-ifs against the baseline"),
               ("p", ("Each row changes one thing and reruns the calculator at the same batches, prompt and "
                      "generation length. Rows the library cannot compute say so instead of giving a number. "
-                     "Tensor parallelism (roofline.parallel): each GPU holds 1/tp of the heads, MLP and vocabulary, "
-                     "and TPOT includes two ring all-reduces a layer; memory, KV/token and max batch are per GPU, "
-                     "tokens/s is the tp GPUs' together. Speculative decoding (roofline.speculative): a draft "
+                     "Tensor parallelism (roofline.deployment): each GPU holds 1/tp of the heads, MLP and "
+                     "vocabulary, and TPOT includes two ring all-reduces a layer; memory, KV/token and max batch are per GPU, "
+                     "tokens/s is the tp GPUs' together. Speculative decoding (roofline.serving.speculation): a draft "
                      f"proposes γ tokens, each accepted with probability α = {ACCEPTANCE} (an assumption), and the "
                      "target checks them in one pass; γ is the fastest at each batch (0: do not speculate), and "
                      "memory is left blank because the draft's weights and KV cache are not counted."))]

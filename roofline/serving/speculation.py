@@ -5,7 +5,9 @@ Transformers via Speculative Decoding", eq. 1): a pass yields (1 − α^(γ+1)) 
 expectation (γ + 1 at α = 1), never γα + 1. An iteration costs γ draft decode steps plus one target
 pass of T = γ + 1 query tokens against the cached context, priced by the same roofline as decode:
 nearly free while the step is memory-bound, not free once B·(γ+1) tokens make the matmuls
-compute-bound. Left out: the draft's KV-cache memory, rejection-sampling arithmetic, tree drafts.
+compute-bound. Both models run on the same Deployment (tensor parallelism and calibration included;
+the draft is split tp ways too). Left out: the draft's KV-cache memory, rejection-sampling arithmetic,
+tree drafts.
 """
 from __future__ import annotations
 
@@ -14,12 +16,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from .bounds import IDEAL, Calibration, Roofs, step_times
-from .config import ModelConfig, load_model
-from .evaluate import CompiledPhase, compile_model, compile_queries
-from .hardware import Hardware, load_hardware
-from .model import Options
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..compiled import CompiledPhase, compile_queries
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, QUERIES, Options, decode_context
+from ..precision import Precision
 
 alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
 MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)
@@ -67,41 +70,38 @@ class Speculation:
     best_speedup: float
 
 
-def _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration):
+def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
     """Seconds of one draft decode step at each context: a model's own roofline or a share of the target's."""
     if isinstance(draft, (int, float)) and not isinstance(draft, bool):
         if not 0 < draft <= 1:
             raise ValueError(f"draft: a cost fraction must be in (0, 1], got {draft!r}")
         return draft * target_decode
-    config = load_model(draft)
-    cm = compile_model(config)
-    draft_roofs = Roofs.of(hw, precision, calibration, config.n_layers)
-    return step_times(cm.decode.parts(batch, contexts, widths), cm.decode, draft_roofs).roofline_s
+    drafter = replace(target, config=load_model(draft), options=Options())
+    return drafter.step(DECODE, batch, contexts).total_s
 
 
 def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
               alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
-              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA) -> Speculation:
+              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA,
+              tp: int = 1) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
     draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads).
+    tp: both models split over tp GPUs (the all-reduces of every draft step and verify pass included).
     """
     check(gamma, alpha)
     for name, value in (("batch", batch), ("prompt", prompt)):
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
-    config, hw = load_model(target), load_hardware(hardware)
-    widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
-    roofs = Roofs.of(hw, precision, calibration, config.n_layers)
+    d = Deployment(load_model(target), load_hardware(hardware), precision, options, calibration, tp=tp)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
-    baseline = compile_model(config, options).decode
-    contexts = prompt + 1 + lookaheads  # the draft's step j sees prompt + 1 + j keys
-    target_decode = step_times(baseline.parts(batch, contexts, widths), baseline, roofs).roofline_s
-    per_draft_step = _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration)
+    contexts = decode_context(prompt) + lookaheads  # the draft's step j sees prompt + 1 + j keys
+    target_decode = d.step(DECODE, batch, contexts).total_s
+    per_draft_step = _draft_steps(draft, d, target_decode, batch, contexts)
     draft_s = np.concatenate([[0.0], np.cumsum(np.broadcast_to(per_draft_step, contexts.shape))[:-1]])
-    verify = queries_phase(config, options, lookaheads + 1)
-    verify_s = step_times(verify.parts(batch, prompt + 1 + lookaheads, widths), verify, roofs).roofline_s
+    verifier = replace(d, options=replace(options, logits="all"))  # each drafted position is scored
+    verify_s = verifier.step(QUERIES, batch, contexts, queries=lookaheads + 1).total_s
 
     tokens = expected_tokens(alpha, lookaheads)
     tpot = (draft_s + verify_s) / tokens

@@ -13,11 +13,11 @@ import argparse
 import json
 import math
 
-from .api import METRIC_DEFINITIONS, Analysis, analyze
-from .config import load_model
-from .fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
-from .model import ATTENTION_IMPLS, MLA_FORMS, Options
-from .precision import Precision, normalize_dtype
+from ..api import METRIC_DEFINITIONS, Analysis, analyze
+from ..config import load_model
+from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
+from ..precision import Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -111,7 +111,7 @@ def _overrides(config, args) -> dict:
         if text is None:
             continue
         overrides[field] = _positive_int(flag, text)
-        if field == "n_kv_heads" and config.is_mla:
+        if field == "n_kv_heads" and not config.has_kv_heads:
             raise ValueError(f"--kv-heads: model {config.name!r} uses MLA (one shared latent KV cache); "
                              "KV heads do not apply")
         try:
@@ -122,7 +122,7 @@ def _overrides(config, args) -> dict:
 
 
 def _calibration(value: str):
-    from .calibration import load_calibration
+    from ..calibration import load_calibration
     return load_calibration(value)
 
 
@@ -138,7 +138,7 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
         row["roofline_tpot_s"] = record["tpot_s"]
         if napkin:
             row["tpot_s"] = record["napkin_tpot_s"]
-            row["tokens_per_s"] = record["batch"] / record["napkin_tpot_s"]
+            row["tokens_per_s"] = record["napkin_tokens_per_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
         rows.append({k: _plain(v) for k, v in row.items()})
     return rows

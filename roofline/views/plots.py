@@ -19,9 +19,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
-from .bounds import BOUNDS
+from ..bounds import BOUNDS
 from .fmt import fmt_bytes, fmt_rate
-from .hardware import Hardware
+from ..hardware import Hardware
 
 OUT_OF_MEMORY = "out-of-memory"
 REGIMES = BOUNDS + (OUT_OF_MEMORY,)
@@ -93,9 +93,9 @@ def _roofs(hardware: Hardware) -> list[tuple[str, float]]:
     return [("/".join(names), peak) for peak, names in sorted(roofs.items(), reverse=True)]
 
 
-def op_kind(op: str) -> str:
-    """The kind of an op table row (its name without the layer group), one of OP_KINDS."""
-    name = op.rsplit("].", 1)[-1]
+def op_kind(term: str) -> str:
+    """The kind of an op table row from its `term` (a layer op's own name; others' full name), one of OP_KINDS."""
+    name = term
     if name.startswith("attention"):
         return "attention"
     if name.startswith(("mlp", "experts", "shared_experts", "router")):
@@ -126,7 +126,7 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
                     ha="right", fontsize=8)
     batch = points["batch"] if "batch" in points else pd.Series("", index=points.index)
     colors = dict(zip(sorted(batch.unique()), ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b") * 4))
-    color, decode, kinds = batch.map(colors), (points["phase"] == "decode").to_numpy(), points["op"].map(op_kind)
+    color, decode, kinds = batch.map(colors), (points["phase"] == "decode").to_numpy(), points["term"].map(op_kind)
     for z, (kind, (marker, size)) in enumerate(OP_KINDS.items()):  # one collection a kind: few artists, fast
         of = (kinds == kind).to_numpy()
         if of.any():  # decode: alternate dark and light fills by kind, so nested shapes stand apart
@@ -234,7 +234,7 @@ def regime_map(frame: pd.DataFrame, marks=(), title: str = "", critical_batch: f
 
     frame: a `sweep` output (batch, prompt_len, decode_bound, fits), one precision.
     marks: (batch, context) points to circle, e.g. the study's workloads.
-    critical_batch, kv_equals_weights_context: the analytic boundaries (`roofline.crossovers`), drawn
+    critical_batch, kv_equals_weights_context: the analytic boundaries (`roofline.serving.crossovers`), drawn
     where given and finite: a vertical line at the batch, and the curve B·S = that context (the KV read
     of B sequences grows as B·S under global attention; it equals the weight read at S when B = 1).
     """

@@ -14,9 +14,9 @@ import math
 import numpy as np
 import sympy as sp
 
-from .config import load_model
-from .hardware import load_hardware
-from .precision import Precision, normalize_dtype
+from ..config import load_model
+from ..hardware import load_hardware
+from ..precision import Precision, normalize_dtype
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -43,7 +43,18 @@ def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b") -> Non
     parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
     parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
     parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    parser.add_argument("--calibration", metavar="FILE|default", default=None,
+                        help="a calibration FILE or 'default' (none: the ideal bound)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _tp(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tp", metavar="t", default="1", help="tensor-parallel degree (default %(default)s)")
+
+
+def _calibration(args):
+    from ..calibration import IDEAL, load_calibration
+    return IDEAL if args.calibration is None else load_calibration(args.calibration)
 
 
 def _plain(value):
@@ -73,11 +84,12 @@ def add_speculate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gamma", metavar="G", default="4", help="drafted tokens per iteration (>= 1)")
     parser.add_argument("--alpha", metavar="A", default="0.8", help="per-token acceptance rate in [0, 1]")
     parser.add_argument("--batch", metavar="B", default="1", help="sequences decoded together (default %(default)s)")
+    _tp(parser)
 
 
 def run_speculate(args: argparse.Namespace) -> int:
     """Speculative decoding: tokens per iteration, effective TPOT, speedup and the best lookahead."""
-    from .speculative import speculate
+    from ..serving.speculation import speculate
     gamma = _number("--gamma", args.gamma, int, low=1)
     alpha = _number("--alpha", args.alpha, float, low=0, high=1)
     try:
@@ -88,7 +100,8 @@ def run_speculate(args: argparse.Namespace) -> int:
         draft = _number("--draft", args.draft, float, low=0, high=1, low_open=True)
     result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
                        batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
-                       precision=_precision(args))
+                       precision=_precision(args), calibration=_calibration(args),
+                       tp=_number("--tp", args.tp, int, low=1))
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -107,6 +120,7 @@ def run_speculate(args: argparse.Namespace) -> int:
 def add_crossovers(parser: argparse.ArgumentParser) -> None:
     _common(parser)
     parser.add_argument("--batch", metavar="B", default="1", help="batch for the TPOT elasticities (default %(default)s)")
+    _tp(parser)
 
 
 def _equation(expr) -> str:
@@ -115,15 +129,16 @@ def _equation(expr) -> str:
 
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
-    from . import crossovers as x
+    from ..serving import crossovers as x
     config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
     prompt = _number("--prompt", args.prompt, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
+    given = {"calibration": _calibration(args), "tp": _number("--tp", args.tp, int, low=1)}
     found = {"critical_batch": x.critical_batch(hw, precision),
              "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
-             "max_batch": x.max_batch(config, hw, precision, prompt),
-             "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9)}
-    found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt).values()})
+             "max_batch": x.max_batch(config, hw, precision, prompt, **given),
+             "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9, **given)}
+    found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt, **given).values()})
     record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "batch": batch,
               "weights": precision.weights, "kv": precision.kv}
     lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}"]
@@ -148,6 +163,7 @@ def add_simulate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", metavar="B", default="256", help="sequences per iteration at most")
     parser.add_argument("--chunk", metavar="T", default=None, help="chunked prefill: tokens per iteration at most")
     parser.add_argument("--seed", metavar="s", default="0", help="random seed (default %(default)s)")
+    _tp(parser)
 
 
 TRACE_POINTS = 200
@@ -162,7 +178,7 @@ def batch_trace(times, batches, points: int = TRACE_POINTS) -> list[list]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
-    from .batching import POLICIES, poisson_workload, simulate
+    from ..serving.batching import POLICIES, poisson_workload, simulate
     if args.policy not in POLICIES:
         raise ValueError(f"--policy: unknown value {args.policy!r}; use one of {', '.join(POLICIES)}")
     block = None if args.block_size == "contiguous" else _number("--block-size", args.block_size, int, low=1)
@@ -173,7 +189,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                             _number("--output-mean", args.output_mean, float, low=1),
                             _number("--seed", args.seed, int, low=0))
     result = simulate(load_model(args.model), load_hardware(args.hardware), work, args.policy,
-                      _number("--max-batch", args.max_batch, int, low=1), block, chunk, _precision(args))
+                      _number("--max-batch", args.max_batch, int, low=1), block, chunk, _precision(args),
+                      calibration=_calibration(args), tp=_number("--tp", args.tp, int, low=1))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": float(args.rate),
               "requests": len(work.arrivals), "block_size": block, "chunk": chunk, **summary,
@@ -207,8 +224,8 @@ EXPERT_KEYS = ("experts_per_gpu", "experts_touched_per_gpu", "expert_weight_byte
 
 def run_parallel(args: argparse.Namespace) -> int:
     """Decode on tp x pp GPUs with micro-batches, or with experts over ep GPUs: memory, TPOT, bubbles."""
-    from .expert_parallel import analyze_expert_parallel
-    from .pipeline import analyze_pipeline
+    from ..serving.expert_parallel import analyze_expert_parallel
+    from ..serving.pipeline import analyze_pipeline
     degrees = {flag: _number(f"--{flag}", getattr(args, flag), int, low=1) for flag in ("tp", "pp", "ep", "microbatches")}
     batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
     gen, precision = _number("--gen", args.gen, int, low=1), _precision(args)
@@ -216,11 +233,12 @@ def run_parallel(args: argparse.Namespace) -> int:
     if degrees["ep"] > 1:
         if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
             raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
-        result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision)
+        result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision,
+                                         calibration=_calibration(args))
         values = {**vars(result), "gpus": result.ep, "bubble_fraction": 0.0}
     else:
         result = analyze_pipeline(config, hw, degrees["pp"], degrees["microbatches"], batch, prompt, gen,
-                                  degrees["tp"], precision)
+                                  degrees["tp"], precision, calibration=_calibration(args))
         values = vars(result)
     record = {"model": config.name, "hardware": hw.id, **degrees, "batch": batch, "prompt": prompt, "gen": gen,
               **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}

@@ -6,10 +6,10 @@ import sys
 
 from validation import cli as cli_validation
 
-from . import cli_analyze, cli_report, cli_serving
+from . import analyze, report, serving
 
 # Each module lists COMMANDS = [(name, add_arguments(parser), run(args) -> int)].
-MODULES = (cli_analyze, cli_report, cli_serving, cli_validation)
+MODULES = (analyze, report, serving, cli_validation)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,7 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     runners = {}
     for module in MODULES:
         for name, add_arguments, run in module.COMMANDS:
-            add_arguments(sub.add_parser(name, help=(run.__doc__ or "").strip().splitlines()[0]))
+            summary = (run.__doc__ or "").strip().splitlines()[0]
+            add_arguments(sub.add_parser(name, help=summary.replace("%", "%%")))  # argparse formats help with %
             runners[name] = run
     args = parser.parse_args(argv)
     try:
@@ -29,7 +30,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"roofline {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

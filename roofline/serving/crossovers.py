@@ -3,9 +3,11 @@
 Each function returns a `Crossover`: the solved expression in letters, the numbers it was given and
 its value. The decode step is written exactly as the roofline prices it,
     t(B) = sum over ops of max(FLOPs_i(B) / peak_i, bytes_i(B) / bandwidth),
-which, for a dense model at a fixed context, is piecewise linear in B (each op a line per roof).
-Left out: calibration overheads; MoE expert counts are nonlinear in B and solved numerically
-(bisection on the same costs), which the result says.
+which, for a dense model at a fixed context, is piecewise linear in B (each op a line per roof),
+plus the Deployment's collectives and fixed overheads (lines in B too). Every function takes the
+calibration and tensor-parallel degree and prices through that Deployment. Left out: a calibrated
+corner's rounding (the closed forms take the sharp max); MoE expert counts are nonlinear in B and
+solved numerically (bisection on the same costs), which the result says.
 """
 from __future__ import annotations
 
@@ -15,15 +17,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from . import derivations
-from .bounds import Roofs
-from .config import ModelConfig
-from .evaluate import compile_model
-from .hardware import Hardware
-from .inference import evaluate
-from .model import DECODE, Options, phase_ops
-from .precision import Precision
-from .symbols import B, S, b_a, b_kv, b_w
+from .. import derivations
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig
+from ..deployment import Deployment
+from ..evaluate import memory as memory_of
+from ..hardware import Hardware
+from ..model import DECODE, Options, decode_context, phase_ops
+from ..precision import Precision
+from ..symbols import B, S, b_a, b_kv, b_w
 
 M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
@@ -56,48 +58,63 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
 
 
 def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-              gen: int = 0, options: Options = Options()) -> Crossover:
-    """Largest B with weights + B·(KV at prompt + gen tokens + workspace) <= memory, in closed form."""
-    cm = compile_model(config, options)
-    per_sequence_kv = cm.kv_cache_expr.xreplace({B: 1})
+              gen: int = 0, options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1) -> Crossover:
+    """Largest B with weights + B·(KV at prompt + gen tokens + workspace) <= memory (one GPU's), in closed form."""
+    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    per_sequence_kv = d.compiled.kv_cache_expr.xreplace({B: 1})
     solution = sp.solve(sp.Eq(W_bytes + B * (per_sequence_kv + A_ws), M), B)[0]
-    # The workspace (largest prefill op's activations for one sequence) is the one inference.evaluate uses.
-    one = evaluate(cm, hw, precision, 1.0, float(prompt), float(gen), prefill=False)
-    given = {M: hw.memory_bytes, W_bytes: cm.params * precision.weight_bytes, A_ws: float(one["workspace_bytes"]),
+    # The workspace (largest prefill op's activations for one sequence) is the one evaluate uses.
+    one = memory_of(d, 1.0, float(prompt), float(gen))
+    given = {M: hw.memory_bytes, W_bytes: float(one["weight_bytes"]), A_ws: float(one["workspace_bytes"]),
              S: prompt + gen, b_kv: precision.kv_bytes}
     value = math.floor(max(float(solution.xreplace(given)), 0.0))
     return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()})
 
 
 def _widths(precision: Precision) -> dict:
-    return {b_w: precision.weight_bytes, b_a: precision.activation_bytes, b_kv: precision.kv_bytes}
+    return dict(zip((b_w, b_a, b_kv), precision.byte_widths))
+
+
+def _fixed_seconds(d: Deployment) -> sp.Expr:
+    """A decode step's collectives (lines in B) and the calibration's fixed overheads."""
+    return sum((seconds for _, _, seconds in d.collectives(B)), sp.Float(d.roofs.overhead_s))
 
 
 def decode_time_expr(config: ModelConfig, hw: Hardware, precision: Precision, prompt: int,
-                     options: Options = Options(), keep=(B,)) -> sp.Expr:
+                     options: Options = Options(), keep=(B,), calibration: Calibration = IDEAL, tp: int = 1) -> sp.Expr:
     """TPOT as the roofline prices it, with the symbols in `keep` left free (B, beta for bandwidth, b_kv)."""
-    roofs = Roofs.of(hw, precision)
-    placed = phase_ops(config, options, DECODE)
-    peaks = roofs.peaks(tuple(p.op.matmul for p in placed))
-    values = {S: prompt + 1, **{s: v for s, v in _widths(precision).items() if s not in keep}}
+    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    placed = phase_ops(d.local, options, DECODE)
+    peaks, rates = _roofs(d, placed)
+    values = {S: decode_context(prompt), **{s: v for s, v in _widths(precision).items() if s not in keep}}
     if beta not in keep:
-        values[beta] = roofs.bandwidth
-    time = sp.Integer(0)
-    for p, peak in zip(placed, peaks):
+        values[beta] = d.roofs.bandwidth
+    time = _fixed_seconds(d)
+    for p, peak, rate in zip(placed, peaks, rates):  # rate: the op's bandwidth as a share of beta
         compute = p.op.cost.flops / sp.Float(peak) if np.isfinite(peak) else sp.Integer(0)
-        time += p.count * sp.Max(compute, p.op.cost.bytes / beta)
+        time += p.count * sp.Max(compute, p.op.cost.bytes / (beta * sp.Float(rate)))
     return time.xreplace(values)
 
 
-def _lines(config, hw, precision, prompt, options):
-    """Per op (compute intercept, slope; memory intercept, slope) in seconds, or None if not linear in B."""
-    roofs = Roofs.of(hw, precision)
-    placed = phase_ops(config, options, DECODE)
-    values = {S: prompt + 1, **_widths(precision)}
+def _roofs(d: Deployment, placed) -> tuple[list, list]:
+    """Per op its achieved peak, and its bandwidth as a fraction of the weight GEMMs' (attention's may differ)."""
+    kinds = tuple(p.op.matmul for p in placed)
+    bandwidths = d.roofs.bandwidths(kinds)
+    rates = [b / d.roofs.bandwidth for b in bandwidths] if isinstance(bandwidths, list) else [1.0] * len(placed)
+    return d.roofs.peaks(kinds), rates
+
+
+def _lines(config, hw, precision, prompt, options, calibration=IDEAL, tp=1):
+    """Per op (compute intercept, slope; memory intercept, slope) in seconds, or None if not linear in B;
+    the collectives and fixed overheads as one more row (the same line for both roofs)."""
+    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    placed = phase_ops(d.local, options, DECODE)
+    values = {S: decode_context(prompt), **_widths(precision)}
     lines = []
-    for p, peak in zip(placed, roofs.peaks(tuple(p.op.matmul for p in placed))):
+    peaks, rates = _roofs(d, placed)
+    for p, peak, rate in zip(placed, peaks, rates):
         pair = []
-        for expr, rate in ((p.op.cost.flops, peak), (p.op.cost.bytes, roofs.bandwidth)):
+        for expr, roof in ((p.op.cost.flops, peak), (p.op.cost.bytes, d.roofs.bandwidth * rate)):
             # A gather reads min(B, rows) rows: B while the batch is below the vocabulary.
             expr = sp.sympify(expr).xreplace(values).replace(lambda e: isinstance(e, sp.Min) and B in e.free_symbols, lambda e: B)
             try:
@@ -106,13 +123,17 @@ def _lines(config, hw, precision, prompt, options):
                 return None
             if poly.degree() > 1:
                 return None
-            pair += [p.count * float(poly.coeff_monomial(1)) / rate, p.count * float(poly.coeff_monomial(B)) / rate]
+            pair += [p.count * float(poly.coeff_monomial(1)) / roof, p.count * float(poly.coeff_monomial(B)) / roof]
         lines.append(pair)
+    fixed = sp.Poly(sp.expand(_fixed_seconds(d)), B)
+    intercept, slope = float(fixed.coeff_monomial(1)), float(fixed.coeff_monomial(B))
+    lines.append([intercept, slope, intercept, slope])
     return np.array(lines)
 
 
 def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                     fraction: float = 0.9, options: Options = Options()) -> Crossover:
+                     fraction: float = 0.9, options: Options = Options(), calibration: Calibration = IDEAL,
+                     tp: int = 1) -> Crossover:
     """Smallest batch whose decode tokens/s reach `fraction` of the asymptote B / t(B) -> 1 / g.
 
     On the piece of t(B) = t_0 + t_1·B where the crossing lies, B / t(B) = f / g solves to
@@ -121,9 +142,10 @@ def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = P
     if not 0 < fraction < 1:
         raise ValueError(f"fraction: must be in (0, 1), got {fraction!r}")
     solution = sp.solve(sp.Eq(B / (t0 + t1 * B), f / g), B)[0]
-    lines = _lines(config, hw, precision, prompt, options)
+    lines = _lines(config, hw, precision, prompt, options, calibration, tp)
     if lines is None:
-        return _saturation_by_bisection(config, hw, precision, prompt, fraction, options, solution)
+        d = Deployment(config, hw, precision, options, calibration, tp=tp)
+        return _saturation_by_bisection(d, prompt, fraction, solution)
     c0, c1, m0, m1 = lines.T
     slope = float(np.sum(np.maximum(c1, m1)))
     crossings = [(a0 - b0) / (b1 - a1) for a0, a1, b0, b1 in zip(c0, c1, m0, m1) if a1 != b1 and (a0 - b0) / (b1 - a1) > 0]
@@ -142,12 +164,11 @@ def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = P
     return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), float("nan"), note="not reached")
 
 
-def _saturation_by_bisection(config, hw, precision, prompt, fraction, options, solution) -> Crossover:
+def _saturation_by_bisection(d: Deployment, prompt, fraction, solution) -> Crossover:
     """Throughput is monotone in B (t(B)/B never grows), so bisection finds the first batch past f / g."""
-    cm = compile_model(config, options)
 
     def tpot(batch):
-        return float(evaluate(cm, hw, precision, float(batch), float(prompt), 1.0, prefill=False)["tpot_s"])
+        return float(d.step(DECODE, float(batch), float(decode_context(prompt))).total_s)
 
     huge = 1e12  # every expert is read long before this batch: t(B)/B is at its limit
     slope = tpot(huge) / huge
@@ -162,12 +183,12 @@ def _saturation_by_bisection(config, hw, precision, prompt, fraction, options, s
 
 
 def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                       options: Options = Options()) -> dict:
+                       options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1) -> dict:
     """The napkin regime, every op memory-bound: t(B) = a + b·B, tokens/s = B / (a + b·B).
 
     a: bytes read once per step (weights) / bandwidth; b: bytes per sequence (KV, activations) / bandwidth.
     """
-    lines = _lines(config, hw, precision, prompt, options)
+    lines = _lines(config, hw, precision, prompt, options, calibration, tp)
     if lines is None:
         raise ValueError(f"model {config.name!r}: MoE decode bytes are not linear in the batch; no (a, b) model")
     a, b = sp.symbols("a b", positive=True)
@@ -179,11 +200,12 @@ def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision =
 
 
 def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                      gain: float = 0.1, options: Options = Options()) -> Crossover:
+                      gain: float = 0.1, options: Options = Options(), calibration: Calibration = IDEAL,
+                      tp: int = 1) -> Crossover:
     """The batch beyond which doubling it raises memory-bound tokens/s by less than `gain`: a(1−f)/(2fb)."""
     if not 0 < gain < 1:
         raise ValueError(f"gain: must be in (0, 1), got {gain!r}")
-    model = memory_bound_model(config, hw, precision, prompt, options)
+    model = memory_bound_model(config, hw, precision, prompt, options, calibration, tp)
     expr = model["doubling_gain_below"]
     value = float(expr.xreplace({**model["given"], f: gain}))
     return Crossover("diminishing_batch", sp.Eq(B, expr), value, {**{str(k): v for k, v in model["given"].items()},
@@ -191,10 +213,12 @@ def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = 
 
 
 def elasticities(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), batch: int = 1,
-                 prompt: int = 1024, options: Options = Options()) -> dict[str, Crossover]:
+                 prompt: int = 1024, options: Options = Options(), calibration: Calibration = IDEAL,
+                 tp: int = 1) -> dict[str, Crossover]:
     """d ln TPOT / d ln x for bandwidth, KV bytes per element (bits) and batch, at one point."""
-    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv))
-    point = {B: batch, beta: Roofs.of(hw, precision).bandwidth, b_kv: precision.kv_bytes}
+    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv), calibration=calibration, tp=tp)
+    point = {B: batch, beta: Deployment(config, hw, precision, options, calibration, tp=tp).roofs.bandwidth,
+             b_kv: precision.kv_bytes}
     out = {}
     for name, symbol in (("bandwidth", beta), ("kv_bits", b_kv), ("batch", B)):
         elasticity = sp.diff(expr, symbol) * symbol / expr

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bounds import Roofs, step_times
-from .config import ModelConfig, load_model
-from .evaluate import compile_model
-from .hardware import Hardware, load_hardware
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import DECODE, PREFILL, decode_context
+from ..precision import Precision
 
 
 def _blocks(tokens, block: int) -> np.ndarray:
@@ -122,32 +123,29 @@ def shared_prefix_blocks(prefix: int, suffixes, block: int) -> dict[str, int]:
 
 
 def thought_tree(model: str | ModelConfig, hardware: str | Hardware, width: int, prefix: int, steps: int,
-                 precision: Precision = Precision()) -> dict[str, dict]:
+                 precision: Precision = Precision(), calibration: Calibration = IDEAL, tp: int = 1) -> dict[str, dict]:
     """W branches decoding `steps` tokens after a shared prefix, three ways; seconds and KV bytes of each.
 
     shared_cache: one prefill of the prefix, then W sequences decode as one batch over a shared cache
                   (each branch still reads the prefix's keys: paged attention, no cascade kernel).
     no_cache:     every step reruns the full sequences of all W branches (T = S, padded to the longest).
     independent:  W requests, each prefilling the prefix and keeping its own cache.
+    Steps are priced by the Deployment (calibration and tensor parallelism included); KV bytes are one GPU's.
     """
     if width < 1 or prefix < 1 or steps < 1:
         raise ValueError(f"thought_tree: width, prefix and steps must be >= 1, got {width}, {prefix}, {steps}")
-    config, hw = load_model(model), load_hardware(hardware)
-    cm = compile_model(config)
-    widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
-    roofs = Roofs.of(hw, precision, n_layers=config.n_layers)
+    d = Deployment(load_model(model), load_hardware(hardware), precision, calibration=calibration, tp=tp)
 
     def seconds(phase, batch, context):
-        return np.asarray(step_times(phase.parts(float(batch), np.asarray(context, dtype=float), widths), phase,
-                                     roofs).roofline_s, dtype=float)
+        return np.asarray(d.step(phase, float(batch), np.asarray(context, dtype=float)).total_s, dtype=float)
 
-    contexts = prefix + np.arange(1, steps + 1)  # step j sees the prefix and j new keys
-    decode = float(seconds(cm.decode, width, contexts[:-1]).sum()) if steps > 1 else 0.0
-    kv = lambda tokens: float(cm.kv_cache(1.0, float(tokens), widths[2]))  # noqa: E731
-    first = float(seconds(cm.prefill, 1, prefix))
+    contexts = decode_context(prefix + np.arange(0, steps))  # step j sees the prefix and j new keys
+    decode = float(seconds(DECODE, width, contexts[:-1]).sum()) if steps > 1 else 0.0
+    kv = lambda tokens: float(d.compiled.kv_cache(1.0, float(tokens), precision.kv_bytes))  # noqa: E731
+    first = float(seconds(PREFILL, 1, prefix))
     return {
         "shared_cache": {"seconds": first + decode, "kv_bytes": kv(prefix) + width * kv(steps)},
-        "no_cache": {"seconds": float(seconds(cm.prefill, width, contexts - 1).sum()), "kv_bytes": 0.0},
-        "independent": {"seconds": float(seconds(cm.prefill, width, prefix)) + decode,
+        "no_cache": {"seconds": float(seconds(PREFILL, width, contexts - 1).sum()), "kv_bytes": 0.0},
+        "independent": {"seconds": float(seconds(PREFILL, width, prefix)) + decode,
                         "kv_bytes": width * kv(prefix + steps)},
     }

@@ -19,16 +19,17 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from . import __version__, crossovers, derivations
-from .api import Analysis, analyze, sweep
-from .bounds import IDEAL, Calibration
-from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, bundled_models, load_model, measured_config
+from .. import __version__, derivations
+from ..serving import crossovers
+from ..api import Analysis, analyze, sweep
+from ..calibration import IDEAL, Calibration
+from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, bundled_models, load_model, measured_config
 from .fmt import fmt_rate, fmt_seconds
-from .hardware import Hardware, load_hardware
-from .model import parameter_count
-from .parallel import link
-from .precision import Precision
-from .speculative import speculate
+from ..hardware import Hardware, load_hardware
+from ..model import parameter_count
+from ..sharding import link
+from ..precision import Precision
+from ..serving.speculation import speculate
 
 DEFAULTS = {"model": "llama-2-13b", "hardware": ("h100-sxm",), "batch": (1, 64, 256), "prompt": 1024, "gen": 128}
 CURVE_BATCHES = 2 ** np.arange(0, 13)  # latency-throughput: 1 .. 4096, plus the memory wall
@@ -152,15 +153,14 @@ def _sweep_args(inputs: dict, precision: Precision) -> dict:
     return {"gen": inputs["gen"], "weights": precision.weights, "kv": precision.kv, "e2e": False}
 
 
-NAPKIN_SHOWN = ("napkin_fits", "napkin_tokens_per_s")  # the napkin columns the library does not give
+NAPKIN_SHOWN = ("napkin_fits",)  # the napkin column the library does not give
 
 
 def napkin_columns(metrics: pd.DataFrame, hw: Hardware) -> pd.DataFrame:
-    """The lecture's estimate per row: the library's napkin KV, memory and TPOT (KV at prompt_len only, no
-    activations, bytes / bandwidth), whether that memory fits, and the batch over that TPOT."""
-    napkin = metrics[["napkin_kv_bytes", "napkin_memory_bytes", "napkin_tpot_s"]]
-    return napkin.assign(napkin_fits=napkin["napkin_memory_bytes"] <= hw.memory_bytes,
-                         napkin_tokens_per_s=metrics["batch"] / napkin["napkin_tpot_s"])
+    """The lecture's estimate per row: the library's napkin KV, memory, TPOT and tokens/s (KV at prompt_len
+    only, no activations, bytes / bandwidth, every replica counted), and whether that memory fits."""
+    napkin = metrics[["napkin_kv_bytes", "napkin_memory_bytes", "napkin_tpot_s", "napkin_tokens_per_s"]]
+    return napkin.assign(napkin_fits=napkin["napkin_memory_bytes"] <= hw.memory_bytes)
 
 
 def _first(frame: pd.DataFrame, column: str, mask) -> float:
@@ -169,7 +169,7 @@ def _first(frame: pd.DataFrame, column: str, mask) -> float:
 
 
 def _solved(quantity: str, solve, how: str) -> tuple:
-    """A row from a roofline.crossovers solution: its value and the expression it came from."""
+    """A row from a roofline.serving.crossovers solution: its value and the expression it came from."""
     try:
         found = solve()
     except ValueError as err:  # no sourced peak, or a model the closed form does not cover
@@ -180,7 +180,7 @@ def _solved(quantity: str, solve, how: str) -> tuple:
 
 
 def _crossovers(config, hw, precision, analysis, inputs) -> pd.DataFrame:
-    """Closed forms from roofline.crossovers, and the first batch / prompt where a sweep changes regime."""
+    """Closed forms from roofline.serving.crossovers, and the first batch / prompt where a sweep changes regime."""
     prompt, gen, common = inputs["prompt"], inputs["gen"], _sweep_args(inputs, precision)
     by_batch = sweep(config, hw, batch=np.arange(1, SCAN_LIMIT + 1), context=prompt, **common)
     by_prompt = sweep(config, hw, batch=1, context=np.arange(1, SCAN_LIMIT + 1), **common)
@@ -225,7 +225,7 @@ def _sensitivities(config, hw, precision, inputs) -> pd.DataFrame:
         rows.append(row)
     solved = {b: crossovers.elasticities(config, hw, precision, b, prompt) for b in batch}
     for key, name in (("kv_bits", "KV bytes per element"), ("batch", "batch size")):
-        row = {"input": name, "how": "d ln TPOT / d ln x (roofline.crossovers)"}
+        row = {"input": name, "how": "d ln TPOT / d ln x (roofline.serving.crossovers)"}
         row.update({f"ttft_s B={b}": math.nan for b in batch})
         row.update({f"tpot_s B={b}": solved[b][key].value for b in batch})
         rows.append(row)
@@ -252,7 +252,7 @@ def _whatif_note(config: ModelConfig, name: str, overrides) -> str:
     heads = (overrides or {}).get("n_kv_heads")
     if name == "MLA":
         return "baseline already uses MLA" if config.is_mla else "not applicable: the model does not use MLA"
-    if heads and config.is_mla:
+    if heads and not config.has_kv_heads:
         return "not applicable: MLA caches a latent, not per-head K, V"
     if heads and config.n_kv_heads <= heads:
         return f"not applicable: baseline already has {config.n_kv_heads} KV heads"
@@ -271,10 +271,10 @@ def _whatif_row(name, change, metrics, batches, note="") -> dict:
 
 
 def _tensor_parallel(config, hw, precision, inputs, tp: int) -> dict:
-    """The model split over tp GPUs (roofline.parallel): per-GPU memory, all-reduces inside TPOT."""
+    """The model split over tp GPUs (roofline.serving.tensor_parallel): per-GPU memory, all-reduces inside TPOT."""
     name, change = f"tensor parallelism, tp={tp}", f"{tp} GPUs: heads, MLP and vocabulary split; 2 all-reduces a layer"
     batches = inputs["batch"]
-    try:  # roofline.parallel.shard refuses degrees the heads do not allow; no interconnect, no TP
+    try:  # roofline.serving.tensor_parallel.shard refuses degrees the heads do not allow; no interconnect, no TP
         metrics = analyze(config, hw, batch=batches, prompt=inputs["prompt"], gen=inputs["gen"], precision=precision,
                           tp=tp).metrics
     except ValueError as err:
@@ -298,7 +298,7 @@ def draft_model(config: ModelConfig) -> ModelConfig | None:
 
 
 def _speculation(config, hw, precision, inputs) -> dict:
-    """Speculative decoding (roofline.speculative) at α = ACCEPTANCE and the best lookahead γ at each batch."""
+    """Speculative decoding (roofline.serving.speculation) at α = ACCEPTANCE and the best lookahead γ at each batch."""
     batches, draft = inputs["batch"], draft_model(config)
     drafted = MTP_COST if draft is None else draft
     who = (f"MTP-style draft head at {MTP_COST:g} of a target decode step (assumed: no smaller bundled model "
@@ -344,7 +344,9 @@ def _validation(given: ValidationInput) -> Validation:
     for key, group in rows.groupby(["model", *dims, "dtype", "phase", "context"], sort=True):
         name, values, (dtype, phase, context) = key[0], key[1:-3], key[-3:]
         config = measured_config(str(name), dict(zip(dims, values)))
-        precision, metric = Precision(dtype, dtype, dtype), "tpot_s" if phase == "decode" else "ttft_s"
+        # The cache in the dtype the harness ran it in: a `kv` column where recorded, else the dtype.
+        kv = group["kv"].iloc[0] if "kv" in group and isinstance(group["kv"].iloc[0], str) else dtype
+        precision, metric = Precision(dtype, dtype, kv), "tpot_s" if phase == "decode" else "ttft_s"
         run = {"batch": group["batch"].to_numpy(), "prompt": int(context), "gen": 1, "precision": precision}
         ideal = analyze(config, given.reference, **run).metrics[metric].to_numpy()
         fitted = analyze(config, given.reference, calibration=given.calibration or IDEAL, **run).metrics[metric]
@@ -382,15 +384,15 @@ def _derivation(config, devices, precision) -> list:
 
 def model_terms(config: ModelConfig, precision: Precision) -> pd.DataFrame:
     """FLOPs, bytes and intensity of one layer's MLP and attention, in B and S, with this model's numbers."""
-    from .model import DECODE, PREFILL, Options, phase_ops
-    from .symbols import b_a, b_kv, b_w
+    from ..model import DECODE, PREFILL, Options, phase_ops
+    from ..symbols import b_a, b_kv, b_w
     widths = {b_w: sp.nsimplify(precision.weight_bytes), b_a: sp.nsimplify(precision.activation_bytes),
               b_kv: sp.nsimplify(precision.kv_bytes)}
     parts = (("MLP", lambda name: name.startswith(("mlp", "experts", "shared_experts", "router"))),
              ("attention", lambda name: name == "attention"))
     rows = []
     for phase in (PREFILL, DECODE):
-        placed = [p for p in phase_ops(config, Options(), phase) if p.group.startswith("layers")]
+        placed = [p for p in phase_ops(config, Options(), phase) if p.op_name.in_layers]
         layer = [p.op for p in placed if p.group == placed[0].group]  # the first kind of layer
         for part, pick in parts:
             ops = [op for op in layer if pick(op.name)]

@@ -1,6 +1,6 @@
 """`roofline report`: the study of one model on one or more devices, written to a directory.
 
-The I/O edge of `roofline.report` and `roofline.report_render`: parses arguments, reads calibration and measurement files,
+The I/O edge of `roofline.views.report` and `roofline.views.render`: parses arguments, reads calibration and measurement files,
 draws a progress bar on stderr, and writes report.md, report.html, results.csv, results.json and
 the plot PNGs. Two runs with the same inputs give the same files apart from the 'Generated' line.
 """
@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .bounds import Calibration
-from .calibration import CALIBRATION_DIR, calibration_from_dict, read_calibration_file
-from .hardware import DATA_DIR, Hardware, load_hardware
-from .config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
-from .report import DEFAULTS, ValidationInput, build_study
-from .report_render import html, markdown, results_frame, results_json
+from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
+from ..hardware import DATA_DIR, Hardware, load_hardware
+from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..views.report import DEFAULTS, ValidationInput, build_study
+from ..views.render import html, markdown, results_frame, results_json
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"

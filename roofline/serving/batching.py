@@ -3,14 +3,15 @@
 An iteration is priced as selective batching runs it (Orca, Yu et al. OSDI 2022): every op that does
 not read the cache (projections, MLP, norms, head) runs once over the flattened tokens of all
 sequences; attention runs per sequence group (decoders at their contexts, each prefill chunk at its
-own). Each op costs max(FLOPs / peak, bytes / bandwidth), as in `bounds.step_times`.
+own). Each op is priced by the Deployment's step (calibration, corner, collectives and per-iteration
+overheads included; collectives and overheads go with the flattened ops).
   static:     a batch of up to `max_batch` waiting requests, prompts padded to the longest, decoded
               until its longest output ends; every request returns when its batch does.
   continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
               limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
               up to blocks of `block_size`, or the workload's longest sequence when contiguous);
               optional chunked prefill caps the tokens of one iteration.
-Left out: preemption and swapping, calibration overheads, sampling time.
+Left out: preemption and swapping, sampling time.
 """
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .bounds import Roofs
-from .config import ModelConfig, load_model
-from .evaluate import compile_model, compile_queries
-from .hardware import Hardware, load_hardware
-from .model import Options
-from .precision import Precision
+from ..calibration import IDEAL, Calibration
+from ..config import ModelConfig, load_model
+from ..deployment import Deployment
+from ..hardware import Hardware, load_hardware
+from ..model import QUERIES, Options
+from ..precision import Precision
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
@@ -54,28 +55,23 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
 
 
 class StepCost:
-    """Seconds of one iteration, from the compiled per-op costs; cached by token counts and context buckets."""
+    """Seconds of one iteration, from the Deployment's steps; cached by token counts and context buckets."""
 
-    def __init__(self, config: ModelConfig, hw: Hardware, precision: Precision = Precision(),
-                 options: Options = Options()):
-        self.model = compile_queries(config, options)
-        roofs = Roofs.of(hw, precision)
-        self.peaks, self.bandwidth = np.array(roofs.peaks(self.model.matmul)), roofs.bandwidth
-        self.widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
-        self.attention_ops = np.array(self.model.context_dependent)
+    def __init__(self, deployment: Deployment):
+        self.deployment = deployment
         self.cache: dict = {}
 
-    def _op_seconds(self, batch, context, queries) -> np.ndarray:
-        values = np.array([float(v) for v in self.model.function(batch, context, *self.widths, queries)])
-        values = values.reshape(len(self.peaks), -1)
-        return np.maximum(values[:, 0] / self.peaks, values[:, 1:].sum(axis=1) / self.bandwidth)
+    def _op_seconds(self, batch, context, queries) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of the step: its seconds, and whether it reads the cache (collectives and overheads do not)."""
+        step = self.deployment.step(QUERIES, batch, context, queries)
+        return np.array([float(np.ravel(t)[0]) for t in step.time_s]), np.array(step.reads_context)
 
     def dense(self, sequences: int, tokens: int) -> float:
         """Ops that do not read the cache, over `tokens` flattened tokens from `sequences` sequences."""
         key = ("dense", sequences, tokens)
         if key not in self.cache:
-            seconds = self._op_seconds(float(sequences), 1.0, tokens / sequences)
-            self.cache[key] = float(seconds[~self.attention_ops].sum())
+            seconds, attention = self._op_seconds(float(sequences), 1.0, tokens / sequences)
+            self.cache[key] = float(seconds[~attention].sum())
         return self.cache[key]
 
     def attention(self, sequences: int, queries: int, context: float) -> float:
@@ -84,8 +80,8 @@ class StepCost:
             context = max(round(context / CONTEXT_BUCKET) * CONTEXT_BUCKET, 1)
         key = ("attention", sequences, queries, context)
         if key not in self.cache:
-            seconds = self._op_seconds(float(sequences), float(context), float(queries))
-            self.cache[key] = float(seconds[self.attention_ops].sum())
+            seconds, attention = self._op_seconds(float(sequences), float(context), float(queries))
+            self.cache[key] = float(seconds[attention].sum())
         return self.cache[key]
 
     def iteration(self, decode_contexts, prefills=()) -> float:
@@ -210,7 +206,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 
 def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
              max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
-             precision: Precision = Precision(), options: Options = Options()) -> Result:
+             precision: Precision = Precision(), options: Options = Options(), calibration: Calibration = IDEAL,
+             tp: int = 1) -> Result:
     """Serve `work` on one device; KV memory is what the weights leave free."""
     if policy not in POLICIES:
         raise ValueError(f"policy: unknown policy {policy!r}; use '{STATIC}' or '{CONTINUOUS}'")
@@ -218,13 +215,13 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
         raise ValueError(f"block_size: must be >= 1 token, got {block_size!r}")
     if max_batch < 1:
         raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
-    config, hw = load_model(model), load_hardware(hardware)
-    cm = compile_model(config, options)
-    free = hw.memory_bytes - cm.params * precision.weight_bytes
+    d = Deployment(load_model(model), load_hardware(hardware), precision, options, calibration, tp=tp)
+    cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
+    free = d.hardware.memory_bytes - cm.params * precision.weight_bytes
     if free <= 0:
-        raise ValueError(f"memory: the weights of {config.name!r} do not fit in {hw.id!r}")
+        raise ValueError(f"memory: the weights of {d.config.name!r} do not fit in {d.hardware.id!r}")
     capacity = np.floor(free / float(cm.kv_cache(1.0, 1.0, precision.kv_bytes)))
-    cost = StepCost(config, hw, precision, options)
+    cost = StepCost(d)
     if policy == STATIC:
         return simulate_static(work, cost, max_batch, capacity)
     return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens)

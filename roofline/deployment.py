@@ -1,0 +1,257 @@
+"""The one step pricer: a model on a device at a precision, calibrated, split tp × pp × ep, replicated.
+
+`Deployment.step` prices one step of one replica as a table of ops: every model op one GPU runs
+(times its layer count), then the collectives (tensor-parallel all-reduces, pipeline hand-offs,
+expert all-to-alls) and the calibration's fixed overheads as ops of their own. The step's time is the
+sum of the table; its binding resource is what the largest share waits on (the collectives when they
+take longer than any other wait). Every estimate asks a Deployment; none builds roofs or shards itself.
+
+Engine profiles (next: per-kernel launch latency, host overhead, quantized-kernel efficiency) join
+here and only here: a field beside `calibration`, their roofs in `roofs`, their terms beside `collectives`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+
+from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
+from .calibration import IDEAL, Calibration
+from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
+from .config import MOE, ModelConfig
+from .hardware import Hardware
+from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
+from .precision import Precision
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, routed_params,
+                       shard, stage_layers, stage_memory_bytes, whole)
+
+E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
+COLLECTIVE_GROUPS = ("tp", "pp", "ep")
+OVERHEAD_GROUP = "overhead"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of one replica, op by op: the model's ops, then collectives and fixed overheads."""
+    phase: str
+    ops: tuple  # OpName per row
+    counts: tuple  # per row: times it runs in the step (layers, all-reduces, stages)
+    reads_context: tuple  # per row: whether its cost depends on the keys cached (attention)
+    components: list  # per model op: (flops, weights, act_read, act_write, kv_read, kv_write)
+    compute_s: list  # per row (0 for collectives and overheads)
+    memory_s: list  # per row (0 for collectives and overheads)
+    time_s: list  # per row: compute and memory at the calibrated corner, or the collective's time
+    total_s: np.ndarray  # the step: sum of time_s
+    no_overlap_s: np.ndarray  # each model op compute + memory, plus the same collectives and overheads
+    bound: np.ndarray  # index into bounds.BOUNDS
+    bound_s: np.ndarray  # seconds the model ops wait on their binding resource (collectives aside)
+    communication_s: np.ndarray  # the collectives' share of total_s
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Roofs measured on the device (copy bandwidth, GEMM FLOP/s per dtype), in place of its datasheet's."""
+    bandwidth: object  # bytes/s
+    peak_flops: dict  # dtype -> FLOP/s
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What runs where: the model, the device, the dtypes, modelling options, calibration and the split."""
+    config: ModelConfig
+    hardware: Hardware
+    precision: Precision = Precision()
+    options: Options = Options()
+    calibration: Calibration = IDEAL
+    tp: int = 1  # tensor-parallel degree
+    pp: int = 1  # pipeline stages
+    ep: int = 1  # expert-parallel GPUs (data-parallel attention, routed experts split)
+    replicas: int = 1  # model copies; a batch is per replica
+    # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
+    ceilings: Ceilings | None = None
+    # The engine profile (next issue) joins here as a field: its kernel efficiencies scale `roofs`,
+    # its launch and host latencies become rows beside `collectives` in every step, for every view.
+
+    def __post_init__(self):
+        for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
+                                ("precision", Precision, "Precision(weights=..., kv=...)"),
+                                ("options", Options, "Options(...)"),
+                                ("calibration", Calibration, "load_calibration(name)")):
+            if not isinstance(getattr(self, name), kind):
+                raise ValueError(f"{name}: expected a {kind.__name__}, got {type(getattr(self, name)).__name__}; "
+                                 f"build one with {fix}")
+        for name in ("tp", "pp", "ep", "replicas"):
+            whole(name, getattr(self, name))
+        shard(self.config, self.tp)  # raises naming tp when it does not divide the heads
+        stage_layers(self.config.n_layers, self.pp)
+        if self.ep > 1:
+            if MOE not in self.config.layer_mlp:
+                raise ValueError(f"ep: model {self.config.name!r} has no MoE layers to spread; use ep=1")
+            if self.config.n_experts % self.ep:
+                raise ValueError(f"ep: {self.ep} must divide the {self.config.n_experts} experts")
+            if self.tp > 1 or self.pp > 1:
+                raise ValueError("ep: expert parallelism combined with tp or pp is not modelled; use tp=pp=1 with ep")
+        if self.gpus_per_replica > 1:
+            link(self.hardware)  # raises naming the hardware when it has no interconnect
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp * self.ep
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_replica * self.replicas
+
+    @cached_property
+    def local(self) -> ModelConfig:
+        """The model one GPU of a tensor-parallel group holds and runs."""
+        return shard(self.config, self.tp)
+
+    @cached_property
+    def stages(self) -> list[range]:
+        """Layer indices each pipeline stage runs."""
+        return stage_layers(self.config.n_layers, self.pp)
+
+    @cached_property
+    def compiled(self) -> CompiledModel:
+        return compile_model(self.local, self.options)
+
+    @cached_property
+    def roofs(self) -> Roofs:
+        """Achieved roofs; every pipeline stage pays the per-step overhead on its own GPU."""
+        cal = self.calibration
+        measured = self.ceilings
+        roofs = Roofs.of(self.hardware, self.precision, cal, self.config.n_layers,
+                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
+        return roofs if self.pp == 1 else replace(roofs, overhead_s=roofs.overhead_s + (self.pp - 1) * cal.step_overhead_s)
+
+    @property
+    def link_latency_assumed(self) -> bool:
+        return self.gpus_per_replica > 1 and link(self.hardware)[2]
+
+    def memory_bytes(self, batch, tokens) -> list[float]:
+        """Weights and KV cache (`batch` sequences per replica holding `tokens` tokens) one GPU holds: one
+        entry per pipeline stage; under expert parallelism, a GPU's own sequences and 1/e of the experts."""
+        w, _, kv = self.precision.byte_widths
+        if self.ep > 1:
+            experts = routed_params(self.local, self.options)
+            weights = (self.compiled.params - experts + experts / self.ep) * w
+            return [weights + float(self.compiled.kv_cache(batch / self.ep, tokens, kv))]
+        return stage_memory_bytes(self.local, self.config, self.pp, batch, tokens, self.precision, self.options)
+
+    def phase(self, phase: str, queries=None) -> CompiledPhase:
+        if phase == PREFILL:
+            return self.compiled.prefill
+        if phase == DECODE:
+            return self.compiled.decode
+        if phase == QUERIES:
+            if queries is None:
+                raise ValueError("queries: a step of phase 'queries' needs the query tokens per sequence")
+            return compile_queries(self.local, self.options).phase(queries)
+        raise ValueError(f"phase: unknown phase {phase!r}; use '{PREFILL}', '{DECODE}' or '{QUERIES}'")
+
+    def step(self, phase: str, batch, context, queries=None) -> Step:
+        """One step of `batch` sequences (per replica) at `context` keys; decode sees decode_context(prompt).
+
+        prefill: T = S = context; decode: T = 1; queries: T = `queries` tokens per sequence.
+        """
+        compiled = self.phase(phase, queries)
+        per_sequence = {PREFILL: context, DECODE: 1.0, QUERIES: queries}[phase]
+        return self.price(compiled, self.components(compiled, batch, context), np.asarray(batch, dtype=float) * per_sequence)
+
+    def price(self, compiled: CompiledPhase, components, tokens) -> Step:
+        """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows."""
+        times = step_times(components, compiled, self.roofs)
+        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self._overhead_rows())
+
+    def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
+        """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
+        the whole batch's routed-expert work (uniform routing)."""
+        widths = self.precision.byte_widths
+        if self.ep == 1 and np.size(batch) == 1 and np.size(context) == 1:  # one point: a (ops, counts) array
+            return compiled.point(float(np.ravel(batch)[0]), float(np.ravel(context)[0]), widths)
+        if self.ep == 1:
+            return compiled.parts(batch, context, widths)
+        own = compiled.parts(np.asarray(batch, dtype=float) / self.ep, context, widths)
+        whole_batch = compiled.parts(batch, context, widths)
+        return [tuple(v / self.ep for v in w) if is_routed(name) else o
+                for name, o, w in zip(compiled.ops, own, whole_batch)]
+
+    def collectives(self, tokens) -> list[tuple[OpName, int, np.ndarray]]:
+        """Collectives of one step over `tokens` = B·T activation rows: (name, count, seconds of all)."""
+        if self.gpus_per_replica == 1:
+            return []
+        bandwidth, latency, _ = link(self.hardware)
+        row_bytes = self.config.d_model * self.precision.activation_bytes
+        out = []
+        if self.tp > 1:
+            count = ALLREDUCES_PER_LAYER * self.config.n_layers
+            out.append((OpName("tp", "all-reduce"), count,
+                        count * allreduce_time(tokens * row_bytes, self.tp, bandwidth, latency)))
+        if self.pp > 1:  # each stage hands its activations to the next
+            out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
+        if self.ep > 1:  # each GPU sends its B·T/e tokens' k rows, less those staying on it
+            count = ALLTOALLS_PER_MOE_LAYER * self.config.layer_mlp.count(MOE)
+            sent = tokens / self.ep * self.config.top_k * row_bytes * (self.ep - 1) / self.ep
+            out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
+        return out
+
+    def _overhead_rows(self) -> list[tuple[OpName, int, float]]:
+        """The calibration's fixed times, rows of their own only when it has them (already in the roofs)."""
+        cal, rows = self.calibration, []
+        if cal.step_overhead_s:
+            rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
+        if cal.layer_overhead_s:
+            rows.append((OpName(OVERHEAD_GROUP, "layers"), self.config.n_layers,
+                         self.config.n_layers * cal.layer_overhead_s))
+        return rows
+
+    def decode_seconds(self, batch, prompt, gen, step: Step) -> np.ndarray:
+        """Sum of the G − 1 decode steps after the first token, step j at context P + j (trapezoid,
+        end-corrected). `step` is the decode step at the prompt: its ops that do not read the cache
+        cost the same at every step; only those that do are integrated, on a trailing node axis."""
+        cm = self.compiled
+        steps = np.maximum(gen - 1, 0)
+        spans = np.maximum(steps - 1, 0)
+        rows = [i for i, reads in enumerate(step.reads_context) if reads]
+        fixed = step.total_s - total([step.time_s[i] for i in rows]) if rows else step.total_s
+        if not rows:
+            return steps * fixed
+        sequences = 1.0 if cm.decode_context_per_sequence else batch  # scaled back by B below
+        roofs = replace(self.roofs, overhead_s=0.0)
+        nodes = np.linspace(0.0, 1.0, E2E_NODES)
+
+        def context_s(u):
+            counts = cm.decode_context.parts(sequences, decode_context(prompt) + u * spans, self.precision.byte_widths)
+            return step_times(counts, cm.decode_context, roofs).roofline_s
+
+        shape = np.broadcast_shapes(np.shape(sequences), np.shape(prompt), np.shape(spans))
+        if np.prod(shape) < 4096:  # small: every node in one call, on a leading axis
+            times = list(np.broadcast_to(context_s(nodes.reshape((-1,) + (1,) * len(shape))), (E2E_NODES,) + shape))
+        else:  # large grids: node by node keeps memory at one grid
+            times = [context_s(u) for u in nodes]
+        ends = (times[0] + times[-1]) / 2
+        summed = (total(times[1:-1]) + ends) / (E2E_NODES - 1) * spans + ends
+        summed = np.where(steps == 1, times[0], summed)
+        summed = np.where(steps == 0, 0.0, summed)
+        if cm.decode_context_per_sequence:
+            summed = summed * batch
+        return steps * fixed + summed
+
+
+def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: StepTimes, fixed: list,
+                overheads: list) -> Step:
+    """The model ops' times, with the collectives added as ops (they bind when they wait longest)."""
+    ops = compiled.ops + tuple(name for name, _, _ in fixed + overheads)
+    counts = compiled.counts + tuple(count for _, count, _ in fixed + overheads)
+    zeros = [0.0] * (len(fixed) + len(overheads))
+    communication = total([seconds for _, _, seconds in fixed]) if fixed else 0.0
+    bound = times.bound
+    if fixed:
+        bound = np.where(communication > times.bound_s, COMMUNICATION, times.bound)
+    reads = compiled.reads_context + (False,) * len(zeros)
+    return Step(phase, ops, counts, reads, components, times.compute_s + zeros, times.memory_s + zeros,
+                times.time_s + [seconds for _, _, seconds in fixed + overheads],
+                times.roofline_s + communication, times.no_overlap_s + communication, bound, times.bound_s,
+                np.asarray(communication, dtype=float))
