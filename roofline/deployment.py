@@ -246,12 +246,12 @@ def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: St
     ops = compiled.ops + tuple(name for name, _, _ in fixed + overheads)
     counts = compiled.counts + tuple(count for _, count, _ in fixed + overheads)
     zeros = [0.0] * (len(fixed) + len(overheads))
-    communication = total([seconds for _, _, seconds in fixed]) if fixed else 0.0
-    bound = times.bound
-    if fixed:
-        bound = np.where(communication > times.bound_s, COMMUNICATION, times.bound)
     reads = compiled.reads_context + (False,) * len(zeros)
+    total_s, no_overlap_s, bound, communication = times.roofline_s, times.no_overlap_s, times.bound, np.float64(0.0)
+    if fixed:  # one GPU's steps skip these passes over the grid
+        communication = total([seconds for _, _, seconds in fixed])
+        total_s, no_overlap_s = total_s + communication, no_overlap_s + communication
+        bound = np.where(communication > times.bound_s, COMMUNICATION, times.bound)
     return Step(phase, ops, counts, reads, components, times.compute_s + zeros, times.memory_s + zeros,
-                times.time_s + [seconds for _, _, seconds in fixed + overheads],
-                times.roofline_s + communication, times.no_overlap_s + communication, bound, times.bound_s,
-                np.asarray(communication, dtype=float))
+                times.time_s + [seconds for _, _, seconds in fixed + overheads], total_s, no_overlap_s, bound,
+                times.bound_s, np.asarray(communication, dtype=float))
