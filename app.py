@@ -20,13 +20,14 @@ import streamlit as st
 import sympy as sp
 
 from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
-                      bundled_hardware, bundled_models, derivations, load_model, plots, sweep)
+                      bundled_hardware, bundled_models, derivations, load_model, sweep)
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
+from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS

@@ -89,7 +89,8 @@ class Deployment:
             if MOE not in self.config.layer_mlp:
                 raise ValueError(f"ep: model {self.config.name!r} has no MoE layers to spread; use ep=1")
             if self.config.n_experts % self.ep:
-                raise ValueError(f"ep: {self.ep} must divide the {self.config.n_experts} experts")
+                raise ValueError(f"ep: {self.ep} does not divide the {self.config.n_experts} experts; use a divisor of "
+                                 f"{self.config.n_experts}")
             if self.tp > 1 or self.pp > 1:
                 raise ValueError("ep: expert parallelism combined with tp or pp is not modelled; use tp=pp=1 with ep")
         if self.gpus_per_replica > 1:
