@@ -38,7 +38,7 @@ class Step:
     ops: tuple  # OpName per row
     counts: tuple  # per row: times it runs in the step (layers, all-reduces, stages)
     reads_context: tuple  # per row: whether its cost depends on the keys cached (attention)
-    components: list  # per model op: (flops, weights, act_read, act_write, kv_read, kv_write)
+    components: object  # per model op (flops, weights, act_read, act_write, kv_read, kv_write): a list, or one array
     compute_s: list  # per row (0 for collectives and overheads)
     memory_s: list  # per row (0 for collectives and overheads)
     time_s: list  # per row: compute and memory at the calibrated corner, or the collective's time
