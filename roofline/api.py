@@ -12,7 +12,7 @@ from .calibration import IDEAL, Calibration
 from .compiled import COMPONENTS
 from .config import ModelConfig, load_model
 from .cost import BYTE_CATEGORIES
-from .deployment import Deployment
+from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
 from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
 from .model import DECODE, PREFILL, Options, decode_context
@@ -88,7 +88,7 @@ class Analysis:
             frame["compute_s"], frame["memory_s"], frame["time_s"] = compute, memory, first(step.time_s)
             bound = np.where(compute >= memory, "compute", "memory")
             fixed = np.arange(len(step.ops)) >= model_ops
-            frame["bound"] = np.where(fixed, [BOUNDS[COMMUNICATION] if op.group in ("tp", "pp", "ep") else "overhead"
+            frame["bound"] = np.where(fixed, [BOUNDS[COMMUNICATION] if op.group in COLLECTIVE_GROUPS else OVERHEAD_GROUP
                                               for op in step.ops], bound)
             frames.append(frame)
         return pd.concat(frames, ignore_index=True)

@@ -1,4 +1,5 @@
-"""Calibrations from files: a device's fitted efficiencies and overheads (data/calibration/*.yaml).
+"""Calibration: the roofs a device actually reaches (fitted efficiencies, overheads, corner sharpness),
+and its loader from files (data/calibration/*.yaml).
 
 A file holds fractions of the datasheet roofs of the bundled hardware it names (`hardware:`), as
 fitted by `roofline fit`; other keys (achieved roofs, measured ceilings, fit quality) document it.

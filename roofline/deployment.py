@@ -38,7 +38,7 @@ class Step:
     ops: tuple  # OpName per row
     counts: tuple  # per row: times it runs in the step (layers, all-reduces, stages)
     reads_context: tuple  # per row: whether its cost depends on the keys cached (attention)
-    components: list  # per model op: (flops, weights, act_read, act_write, kv_read, kv_write)
+    components: object  # per model op (flops, weights, act_read, act_write, kv_read, kv_write): a list, or one array
     compute_s: list  # per row (0 for collectives and overheads)
     memory_s: list  # per row (0 for collectives and overheads)
     time_s: list  # per row: compute and memory at the calibrated corner, or the collective's time
@@ -89,7 +89,8 @@ class Deployment:
             if MOE not in self.config.layer_mlp:
                 raise ValueError(f"ep: model {self.config.name!r} has no MoE layers to spread; use ep=1")
             if self.config.n_experts % self.ep:
-                raise ValueError(f"ep: {self.ep} must divide the {self.config.n_experts} experts")
+                raise ValueError(f"ep: {self.ep} does not divide the {self.config.n_experts} experts; use a divisor of "
+                                 f"{self.config.n_experts}")
             if self.tp > 1 or self.pp > 1:
                 raise ValueError("ep: expert parallelism combined with tp or pp is not modelled; use tp=pp=1 with ep")
         if self.gpus_per_replica > 1:
@@ -246,12 +247,12 @@ def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: St
     ops = compiled.ops + tuple(name for name, _, _ in fixed + overheads)
     counts = compiled.counts + tuple(count for _, count, _ in fixed + overheads)
     zeros = [0.0] * (len(fixed) + len(overheads))
-    communication = total([seconds for _, _, seconds in fixed]) if fixed else 0.0
-    bound = times.bound
-    if fixed:
-        bound = np.where(communication > times.bound_s, COMMUNICATION, times.bound)
     reads = compiled.reads_context + (False,) * len(zeros)
+    total_s, no_overlap_s, bound, communication = times.roofline_s, times.no_overlap_s, times.bound, np.float64(0.0)
+    if fixed:  # one GPU's steps skip these passes over the grid
+        communication = total([seconds for _, _, seconds in fixed])
+        total_s, no_overlap_s = total_s + communication, no_overlap_s + communication
+        bound = np.where(communication > times.bound_s, COMMUNICATION, times.bound)
     return Step(phase, ops, counts, reads, components, times.compute_s + zeros, times.memory_s + zeros,
-                times.time_s + [seconds for _, _, seconds in fixed + overheads],
-                times.roofline_s + communication, times.no_overlap_s + communication, bound, times.bound_s,
-                np.asarray(communication, dtype=float))
+                times.time_s + [seconds for _, _, seconds in fixed + overheads], total_s, no_overlap_s, bound,
+                times.bound_s, np.asarray(communication, dtype=float))
