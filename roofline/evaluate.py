@@ -17,7 +17,6 @@ import numpy as np
 
 from .bounds import to_shape, total
 from .deployment import Deployment
-from .compiled import compile_model  # noqa: F401  (validation/sweep.py, rewritten elsewhere, imports it from here)
 from .model import DECODE, PREFILL, decode_context
 
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4}
-ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "e4m3": "fp8"}
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4}
+# f16, f32: GGUF's names
+ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "e4m3": "fp8", "f16": "fp16", "f32": "fp32"}
 SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp16/bf16/fp32 scales)
-DEFAULT_GROUP = {"int4": 128}  # GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible)
+# GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible). GGUF's q4_0 and q8_0 are
+# blocks of 32 weights with one fp16 scale: 4.5 and 8.5 bits a weight (llama.cpp's ggml-common.h).
+DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32}
 
 
 def normalize_dtype(name: str, field: str) -> str:

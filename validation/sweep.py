@@ -21,8 +21,8 @@ import torch
 
 from roofline import Hardware, ModelConfig
 from roofline.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, MOE, uniform_layers
-from roofline.evaluate import compile_model
-from roofline.inference import evaluate
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate
 
 from . import records
 from .ceilings import Ceilings
@@ -152,12 +152,12 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
         model = build_decoder(config, dtype, spec.device, kv_dtype=kv_dtype, kernels=kernels)
         if weight_format != dtype:
             quantize_decoder(model, weight_format)
-        compiled, precision = compile_model(config), records.row_precision(identity)
+        deployment = Deployment(config, hardware, records.row_precision(identity))
         too_big = set()  # contexts where a smaller batch already did not fit
         for k, d, context, batch in todo:
             if (k, d) != (n_kv_heads, dtype):
                 continue
-            predicted = evaluate(compiled, hardware, precision, batch, context, 1, e2e=False)
+            predicted = evaluate(deployment, batch, context, 1, e2e=False)
             for phase in (DECODE, PREFILL):
                 row = {**base, **identity, "phase": phase, "batch": batch, "context": context,
                        "attention": attention_kernel(config, spec.device, phase, dtype),
@@ -168,7 +168,7 @@ def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progres
                     written["skipped"] += 1
                     continue
                 progress.start(f"{phase} kv={n_kv_heads} {dtype} B={batch} S={context}", row["predicted_ideal_s"])
-                need = float(predicted["memory_bytes"]) - compiled.params * precision.weight_bytes
+                need = float(predicted["memory_bytes"] - predicted["weight_bytes"])  # the weights are loaded already
                 if context in too_big or need > 1.05 * free_memory(spec.device):
                     outcome = _does_not_fit(row)
                 elif probe:
