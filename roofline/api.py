@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ from .compiled import COMPONENTS
 from .config import ModelConfig, load_model
 from .cost import BYTE_CATEGORIES
 from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
+from .engine import Engine, load_engine
 from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
 from .model import DECODE, PREFILL, Options, decode_context
@@ -24,6 +25,10 @@ METRIC_DEFINITIONS = {
               "(excludes the first token)",
     "e2e_s": "TTFT + gen_len - 1 decode steps at their growing contexts",
     "tokens_per_s": "replicas · batch / tpot_s",
+    "engine": "the engine profile the times are for (data/engines); 'ideal' is the roofline bound",
+    "ideal_ttft_s": "ttft_s at the ideal roofline bound (no engine), beside the engine's",
+    "ideal_tpot_s": "tpot_s at the ideal roofline bound (no engine), beside the engine's",
+    "ideal_e2e_s": "e2e_s at the ideal roofline bound (no engine), beside the engine's",
     "napkin_tokens_per_s": "replicas · batch / napkin_tpot_s",
     "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
     "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
@@ -103,20 +108,36 @@ class Analysis:
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
-            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, **overrides) -> Analysis:
+            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, engine: str | Engine | None = None,
+            **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
     tp, replicas: tensor-parallel degree and model copies (roofline.deployment): with tp > 1 the
     memory figures are per GPU and the step times include the all-reduces (comm_s).
+    engine: a profile (data/engines name, YAML path or Engine): the times are that engine's estimate,
+    and ideal_ttft_s, ideal_tpot_s, ideal_e2e_s keep the roofline bound beside them.
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
     """
     config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
-    deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas)
-    values = evaluate(deployment, batches, prompt, gen, parallel_columns=True)
+    engine = load_engine(engine)
+    deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas, engine=engine)
+    values = with_ideal(deployment, evaluate(deployment, batches, prompt, gen, parallel_columns=True),
+                        lambda d: evaluate(d, batches, prompt, gen, parallel_columns=True))
     return Analysis(deployment, _frame(values, integers=True))
+
+
+def with_ideal(deployment: Deployment, values: dict, evaluate_at) -> dict:
+    """The engine's name and the ideal bound's TTFT, TPOT and E2E beside its estimate (the same numbers
+    when the engine is the ideal one; priced again, once, when it is not)."""
+    ideal = values if deployment.engine.is_ideal else evaluate_at(replace(deployment, engine=Engine()))
+    out = {**values, "engine": np.full(np.shape(values["tpot_s"]), deployment.engine.name, dtype=object)}
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        if name in ideal:
+            out[f"ideal_{name}"] = ideal[name]
+    return out
 
 
 INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
@@ -145,12 +166,12 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
           calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
-          **overrides) -> pd.DataFrame:
+          engine: str | Engine | None = None, **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
     Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
     prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only; tp and
-    replicas as in `analyze`.
+    replicas and engine as in `analyze`.
     """
     config, hw, _, options = _resolve(model, hardware, None, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
@@ -160,9 +181,11 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a))
-        deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas)
+        deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas,
+                                engine=load_engine(engine))
         # one GPU's sweep stays free of the parallel columns (and fast)
-        values = evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill)
+        values = with_ideal(deployment, evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill),
+                            lambda d: evaluate(d, columns_b, rows_s, depth_g, e2e, prefill))
         frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
         frames.append(frame)

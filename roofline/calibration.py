@@ -39,11 +39,16 @@ class Calibration:
     # roofs, each its own: many small per-head products stream and compute unlike one large matrix, and
     # on the H100 a flash decode kernel streams the cache faster than cuBLAS's GEMVs stream weights
     # (3.0 against 2.4-2.6 TB/s), so a fraction of the weights' rate would have to exceed 1.
-    attention_bandwidth_efficiency: float = 1.0
-    attention_flops_efficiency: float = 1.0
+    # None: what the weight GEMMs reach (bandwidth_efficiency; the slowest dtype's flops_efficiency).
+    attention_bandwidth_efficiency: float | None = None
+    attention_flops_efficiency: float | None = None
     attention_corner: float | None = None  # the attention kernels' own corner sharpness; None: `corner`
 
     def __post_init__(self):
+        if self.attention_bandwidth_efficiency is None:
+            object.__setattr__(self, "attention_bandwidth_efficiency", self.bandwidth_efficiency)
+        if self.attention_flops_efficiency is None:
+            object.__setattr__(self, "attention_flops_efficiency", min(self.flops_efficiency.values(), default=1.0))
         values = {"bandwidth_efficiency": self.bandwidth_efficiency,
                   "attention_bandwidth_efficiency": self.attention_bandwidth_efficiency,
                   "attention_flops_efficiency": self.attention_flops_efficiency,
@@ -81,7 +86,6 @@ def calibration_from_dict(raw, where: str) -> Calibration:
         raise ValueError(f"calibration {where}: field 'flops_efficiency' must map dtype -> fraction, got {flops!r}")
     bandwidth = _number(raw, "bandwidth_efficiency", where)
     flops_efficiency = {str(d): _number(flops, d, f"{where} flops_efficiency") for d in flops}
-    # Absent attention fields: the attention kernels reach what the weight GEMMs reach (the slowest dtype's)
     return Calibration(
         name=str(raw.get("name") or where),
         bandwidth_efficiency=bandwidth,
@@ -89,6 +93,7 @@ def calibration_from_dict(raw, where: str) -> Calibration:
         step_overhead_s=_number(raw, "step_overhead_s", where, 0.0),
         layer_overhead_s=_number(raw, "layer_overhead_s", where, 0.0),
         corner=_number(raw, "corner", where, math.inf),
+        # absent: the attention kernels reach what the weight GEMMs reach (Calibration's None)
         attention_bandwidth_efficiency=_number(raw, "attention_bandwidth_efficiency", where, bandwidth),
         attention_flops_efficiency=_number(raw, "attention_flops_efficiency", where,
                                            min(flops_efficiency.values(), default=1.0)),

@@ -6,8 +6,10 @@ expert all-to-alls) and the calibration's fixed overheads as ops of their own. T
 sum of the table; its binding resource is what the largest share waits on (the collectives when they
 take longer than any other wait). Every estimate asks a Deployment; none builds roofs or shards itself.
 
-Engine profiles (next: per-kernel launch latency, host overhead, quantized-kernel efficiency) join
-here and only here: a field beside `calibration`, their roofs in `roofs`, their terms beside `collectives`.
+An engine profile (roofline/engine.py: the efficiencies its kernels reach, its launch and host latencies,
+its quantized GEMVs, its all-reduce latency) is a field beside `calibration`: its roofs come through
+`roofs`, its fixed costs are overhead rows beside the collectives, its all-reduce latency prices the
+collectives, and its per-request cost is in TTFT (roofline.evaluate).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
 from .calibration import IDEAL, Calibration
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
 from .config import MOE, ModelConfig
+from .engine import IDEAL as IDEAL_ENGINE
+from .engine import Engine
 from .hardware import Hardware
 from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
 from .precision import Precision
@@ -70,17 +74,21 @@ class Deployment:
     replicas: int = 1  # model copies; a batch is per replica
     # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
     ceilings: Ceilings | None = None
-    # The engine profile (next issue) joins here as a field: its kernel efficiencies scale `roofs`,
-    # its launch and host latencies become rows beside `collectives` in every step, for every view.
+    # What a serving engine reaches: its roofs replace the calibration's, its latencies are step rows.
+    engine: Engine = IDEAL_ENGINE
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
                                 ("precision", Precision, "Precision(weights=..., kv=...)"),
                                 ("options", Options, "Options(...)"),
-                                ("calibration", Calibration, "load_calibration(name)")):
+                                ("calibration", Calibration, "load_calibration(name)"),
+                                ("engine", Engine, "load_engine(name)")):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name}: expected a {kind.__name__}, got {type(getattr(self, name)).__name__}; "
                                  f"build one with {fix}")
+        if not self.engine.is_ideal and self.calibration != IDEAL:
+            raise ValueError(f"engine {self.engine.name!r} and calibration {self.calibration.name!r}: both set the "
+                             "achievable roofs; give one (an engine profile is a calibration with fixed costs)")
         for name in ("tp", "pp", "ep", "replicas"):
             whole(name, getattr(self, name))
         shard(self.config, self.tp)  # raises naming tp when it does not divide the heads
@@ -119,9 +127,14 @@ class Deployment:
         return compile_model(self.local, self.options)
 
     @cached_property
+    def achievable(self) -> Calibration:
+        """The roofs and fixed costs steps are priced at: the engine's for this weight format, or the calibration."""
+        return self.calibration if self.engine.is_ideal else self.engine.calibration(self.precision.weights)
+
+    @cached_property
     def roofs(self) -> Roofs:
         """Achieved roofs; every pipeline stage pays the per-step overhead on its own GPU."""
-        cal = self.calibration
+        cal = self.achievable
         measured = self.ceilings
         roofs = Roofs.of(self.hardware, self.precision, cal, self.config.n_layers,
                          None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
@@ -129,7 +142,12 @@ class Deployment:
 
     @property
     def link_latency_assumed(self) -> bool:
-        return self.gpus_per_replica > 1 and link(self.hardware)[2]
+        return self.gpus_per_replica > 1 and self.engine.allreduce_latency_s is None and link(self.hardware)[2]
+
+    def link(self) -> tuple[float, float]:
+        """(bandwidth, latency) of one collective hop: the engine's latency where its profile has one."""
+        bandwidth, latency, _ = link(self.hardware)
+        return bandwidth, latency if self.engine.allreduce_latency_s is None else self.engine.allreduce_latency_s
 
     def memory_bytes(self, batch, tokens) -> list[float]:
         """Weights and KV cache (`batch` sequences per replica holding `tokens` tokens) one GPU holds: one
@@ -183,7 +201,7 @@ class Deployment:
         """Collectives of one step over `tokens` = B·T activation rows: (name, count, seconds of all)."""
         if self.gpus_per_replica == 1:
             return []
-        bandwidth, latency, _ = link(self.hardware)
+        bandwidth, latency = self.link()
         row_bytes = self.config.d_model * self.precision.activation_bytes
         out = []
         if self.tp > 1:
@@ -200,7 +218,7 @@ class Deployment:
 
     def _overhead_rows(self) -> list[tuple[OpName, int, float]]:
         """The calibration's fixed times, rows of their own only when it has them (already in the roofs)."""
-        cal, rows = self.calibration, []
+        cal, rows = self.achievable, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
         if cal.layer_overhead_s:

@@ -47,6 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what-if: one KV cache shared by N layers (cross-layer attention)")
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
                         help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--engine", metavar="NAME|FILE", default=None,
+                        help="an engine profile (data/engines: ideal, harness, hf-eager, gpt-fast, llama.cpp, "
+                             "tensorrt-llm) or a YAML path: the times are its estimate, the ideal bound beside them")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
-        **kwargs, **overrides)
+        engine=args.engine, **kwargs, **overrides)
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -169,6 +172,9 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
     first = rows[0]
     other = ("roofline TPOT", "roofline_tpot_s") if method == "napkin" else ("napkin TPOT", "napkin_tpot_s")
     columns = COLUMNS + ((other[0], other[1], fmt_seconds),)
+    engine = analysis.deployment.engine
+    if not engine.is_ideal:
+        columns += (("ideal TTFT", "ideal_ttft_s", fmt_seconds), ("ideal TPOT", "ideal_tpot_s", fmt_seconds))
     cells = [[h for h, _, _ in columns]] + [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     left = [h in LEFT for h, _, _ in columns]
@@ -181,7 +187,7 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
         (f"precision weights {p.weights}, activations {p.activations}, KV {p.kv}; "
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
-        f"calibration {_calibration_text(cal)}",
+        f"calibration {_calibration_text(cal)}" if engine.is_ideal else f"engine    {_engine_text(engine)}",
         (f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, "
          f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token, max batch {first['max_batch']}"),
     ]
@@ -192,6 +198,15 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
               f"tokens/s: batch / TPOT. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
     return "\n".join(header + [""] + lines + [""] + footer)
+
+
+def _engine_text(engine) -> str:
+    quantized = "".join(f", {fmt} GEMV x{e:.2g}" for fmt, e in engine.quantized_efficiency.items())
+    latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
+    return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
+            f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "
+            f"{fmt_seconds(engine.layer_overhead_s)} a layer, {fmt_seconds(engine.step_overhead_s)} a step, "
+            f"{fmt_seconds(engine.request_overhead_s)} a request{latency} (data/engines/{engine.name}.yaml)")
 
 
 def _calibration_text(cal) -> str:

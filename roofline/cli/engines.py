@@ -1,0 +1,77 @@
+"""`roofline fit-engine` (an engine profile from measured rows) and `roofline accuracy` (how close it is)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+from ..engine import ENGINES_DIR, IDEAL, load_engine
+from ..engine_fit import fit_engine, leave_one_out, summary
+from ..published import PUBLISHED, errors, read_rows
+
+
+def rows_of(engine, path: Path) -> list:
+    rows = read_rows(path)
+    chosen = [r for r in rows if engine.framework and r.framework.startswith(engine.framework)]
+    if not chosen:
+        raise ValueError(f"{str(path)!r}: no row's framework starts with engine {engine.name!r}'s "
+                         f"{engine.framework!r}; frameworks there: {sorted({r.framework for r in rows})}")
+    return chosen
+
+
+def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", default=str(PUBLISHED), help="published rows (data/published/README.md)")
+    parser.add_argument("--engine", required=True, help="bundled engine (data/engines) or YAML: its prior and fit list")
+    parser.add_argument("--out", help="where to write the fitted YAML (default: print it)")
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Fit an engine's physical parameters to measured rows, with leave-one-out error per family."""
+    prior = load_engine(args.engine)
+    rows = rows_of(prior, Path(args.file))
+    fitted = fit_engine(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
+                                                       f"(lines {', '.join(str(r.line) for r in rows)})")
+    document = fitted.as_document()
+    document["accuracy"] = {"in_sample": summary(rows, errors(rows, fitted)),
+                            "leave_one_out": summary(rows, leave_one_out(fitted, rows, list(prior.fit)))}
+    text = yaml.safe_dump(document, sort_keys=False)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"{args.out}: {len(rows)} rows, fitted {', '.join(prior.fit)}")
+    else:
+        print(text)
+    return 0
+
+
+def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", default=str(PUBLISHED), help="published rows (data/published/README.md)")
+    parser.add_argument("--engine", action="append",
+                        help="engines to score (repeatable; default: every bundled engine with rows in the file)")
+    parser.add_argument("--json", action="store_true")
+
+
+def run_accuracy(args: argparse.Namespace) -> int:
+    """Median and p90 of |predicted / measured - 1| per family: ideal, in-sample and leave-one-out."""
+    names = args.engine or [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml")) if load_engine(p.stem).framework]
+    report = {}
+    for name in names:
+        engine = load_engine(name)
+        rows = rows_of(engine, Path(args.file))
+        report[engine.name] = {"rows": len(rows), "ideal": summary(rows, errors(rows, IDEAL)),
+                               "in_sample": summary(rows, errors(rows, engine)),
+                               "leave_one_out": summary(rows, leave_one_out(engine, rows, list(engine.fit)))}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for name, r in report.items():
+        print(f"{name} ({r['rows']} rows): |predicted / measured - 1|, median / p90")
+        for family in r["ideal"]:
+            cells = "  ".join(f"{kind} {r[kind][family]['median']:6.1%} / {r[kind][family]['p90']:6.1%}"
+                              for kind in ("ideal", "in_sample", "leave_one_out"))
+            print(f"  {family:20s} n={r['ideal'][family]['n']:2d}  {cells}")
+    return 0
+
+
+COMMANDS = [("fit-engine", add_fit_arguments, run_fit), ("accuracy", add_accuracy_arguments, run_accuracy)]

@@ -1,0 +1,138 @@
+"""Fit an engine's physical parameters to published (or a user's) measurements, and score them.
+
+The parameters an engine's rows can pin are fitted; the rest keep their prior values. Each is moved
+in a space that keeps it physical: an efficiency as a logistic of a free number (so it stays in
+(0, 1)), a latency as an exponential (so it stays > 0). The fit minimises the log-space error of
+the step pricer's prediction against every row (Levenberg-Marquardt, numpy only) with a weak pull
+towards the prior, so a parameter the rows do not constrain stays where its prior put it.
+Accuracy: in-sample, and leave-one-out (each row predicted by a fit that never saw it).
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+
+from .engine import QUANTIZED, Engine
+from .published import Row, errors
+
+PRIOR_WEIGHT = 0.05  # pull towards the prior, in the transformed space (a few % of a typical residual)
+ITERATIONS = 40
+EFFICIENCY_CAP = 0.999  # logistic(x) < 1: an efficiency of exactly 1 is the ideal bound, not a fit
+
+
+def is_latency(name: str) -> bool:
+    return name.endswith("_s")
+
+
+def get(engine: Engine, name: str) -> float:
+    if name.startswith(QUANTIZED + "."):
+        return engine.quantized_efficiency.get(name.split(".", 1)[1], 1.0)
+    value = getattr(engine, name)
+    return 10e-6 if value is None else value  # an all-reduce latency left to the hardware: start from NCCL's ~10 us
+
+
+def with_values(engine: Engine, names: list[str], values) -> Engine:
+    quantized = dict(engine.quantized_efficiency)
+    plain = {}
+    for name, value in zip(names, values):
+        if name.startswith(QUANTIZED + "."):
+            quantized[name.split(".", 1)[1]] = float(value)
+        else:
+            plain[name] = float(value)
+    return dataclasses.replace(engine, quantized_efficiency=quantized, **plain)
+
+
+def to_free(name: str, value: float) -> float:
+    if is_latency(name):
+        return float(np.log(max(value, 1e-9)))
+    value = min(max(value, 1e-4), EFFICIENCY_CAP - 1e-6)
+    return float(np.log(value / (EFFICIENCY_CAP - value)))
+
+
+def from_free(name: str, x: float) -> float:
+    if is_latency(name):
+        return float(np.exp(np.clip(x, -25, 2)))
+    return float(EFFICIENCY_CAP / (1 + np.exp(-x)))
+
+
+def identified(names: list[str], rows: list[Row]) -> list[str]:
+    """The parameters these rows can move: a quantized format's efficiency needs a row in that format,
+    an all-reduce latency a row on several GPUs, a request overhead a TTFT or throughput row."""
+    formats = {row.precision.weights for row in rows}
+    kept = []
+    for name in names:
+        if name.startswith(QUANTIZED + ".") and name.split(".", 1)[1] not in formats:
+            continue
+        if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
+            continue
+        if name == "request_overhead_s" and not any(row.metric != "decode_tokens_per_s" for row in rows):
+            continue
+        kept.append(name)
+    return kept
+
+
+def fit_engine(prior: Engine, rows: list[Row], names: list[str], pinned_note: str = "") -> Engine:
+    """The prior with `names` fitted to `rows`; a parameter no row can move keeps its prior, with a warning."""
+    free = identified(names, rows)
+    for name in sorted(set(names) - set(free)):
+        warnings.warn(f"engine {prior.name!r}: no row pins {name}; it keeps its prior {get(prior, name)!r}",
+                      stacklevel=2)
+    if not free or not rows:
+        return prior
+    x0 = np.array([to_free(n, get(prior, n)) for n in free])
+
+    def engine_at(x):
+        return with_values(prior, free, [from_free(n, v) for n, v in zip(free, x)])
+
+    def residual(x):
+        predicted_over_measured = errors(rows, engine_at(x)) + 1
+        return np.r_[np.log(np.maximum(predicted_over_measured, 1e-9)), PRIOR_WEIGHT * (x - x0)]
+
+    x = _levenberg_marquardt(residual, x0)
+    fitted = engine_at(x)
+    note = pinned_note or f"{len(rows)} rows"
+    priors = {**{n: get(prior, n) for n in free}, **prior.priors}  # the first prior stays the prior
+    return dataclasses.replace(fitted, pinned_by={**prior.pinned_by, **{n: note for n in free}}, priors=priors)
+
+
+def _levenberg_marquardt(residual, x: np.ndarray) -> np.ndarray:
+    damping = 1e-2
+    r = residual(x)
+    for _ in range(ITERATIONS):
+        jacobian = np.stack([(residual(x + h) - r) / 1e-5 for h in np.eye(len(x)) * 1e-5], axis=1)
+        normal = jacobian.T @ jacobian
+        step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-9), -jacobian.T @ r)
+        trial = residual(x + step)
+        if trial @ trial < r @ r:
+            converged = r @ r - trial @ trial < 1e-8 * (r @ r) or np.abs(step).max() < 1e-6
+            x, r, damping = x + step, trial, damping / 3
+            if converged:
+                break
+        else:
+            damping *= 4
+            if damping > 1e8:
+                break
+    return x
+
+
+def leave_one_out(engine: Engine, rows: list[Row], names: list[str]) -> np.ndarray:
+    """predicted / measured - 1 of each row, by a fit of the others that starts from the engine's priors
+    (a fitted engine's values saw every row, so starting there would leak the held-out one)."""
+    prior, out = engine.prior(), []
+    for i, row in enumerate(rows):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a left-out row may take away what pinned a parameter
+            fitted = fit_engine(prior, rows[:i] + rows[i + 1:], names)
+        out.append(errors([row], fitted)[0])
+    return np.array(out)
+
+
+def summary(rows: list[Row], errs: np.ndarray) -> dict:
+    """Per family: the count, median and p90 of |predicted / measured - 1|."""
+    out = {}
+    for family in dict.fromkeys(row.family for row in rows):
+        e = np.abs([err for row, err in zip(rows, errs) if row.family == family])
+        out[family] = {"n": len(e), "median": float(np.median(e)), "p90": float(np.quantile(e, 0.9))}
+    return out

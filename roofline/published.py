@@ -1,0 +1,127 @@
+"""Published measurements of serving engines (`data/published/`), read as the step pricer's inputs.
+
+Each row is one figure from a public source: a model, a GPU, a tensor-parallel degree, weight and KV
+formats, a batch, prompt and output lengths, and one metric. Three families of metric, read as the
+README of data/published says every comparison so far has read them:
+- decode_tokens_per_s: batch 1; 1 / the average time per output token over the generation;
+- output_throughput: tokens per second per GPU of a static batch: B x G / (TTFT + the G - 1 decode
+  steps), divided by the GPUs;
+- ttft: batch 1, one output token: the prefill, plus the engine's per-request cost.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .deployment import Deployment
+from .engine import Engine
+from .evaluate import evaluate
+from .hardware import DATA_DIR, load_hardware
+from .config import load_model
+from .precision import Precision
+
+PUBLISHED = DATA_DIR / "published" / "calibration.csv"
+FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batched throughput", "ttft": "TTFT"}
+GPUS = (("A100-SXM4-80GB", "a100-80gb"), ("A100 80GB", "a100-80gb"), ("A100", "a100-80gb"), ("H100", "h100-sxm"),
+        ("H200", "h200"))
+UNSTATED_PROMPT = 300  # llama.cpp's rows do not state the prompt; data/published/README.md says to take 300
+COLUMNS = ("source_url_or_repo_path", "framework", "model", "gpu", "num_gpus", "dtype_weights", "dtype_kv", "batch",
+           "input_len", "output_len", "metric", "value", "unit")
+
+
+@dataclass(frozen=True)
+class Row:
+    line: int
+    source: str
+    framework: str
+    model: str
+    hardware: str
+    tp: int
+    precision: Precision
+    batch: int
+    prompt: int
+    gen: int
+    metric: str
+    value: float  # SI: tokens/s, or seconds for ttft
+
+    @property
+    def family(self) -> str:
+        return FAMILIES[self.metric]
+
+
+def weight_format(text: str) -> tuple[str, int | None]:
+    """'int4 g32 (weight-only)' -> ('int4', 32); 'fp16' -> ('fp16', None); 'q4_0' -> ('q4_0', None)."""
+    words = text.lower().replace("(weight-only)", "").split()
+    group = next((int(w[1:]) for w in words[1:] if re.fullmatch(r"g\d+", w)), None)
+    return words[0], group
+
+
+def _number(text: str, path: Path, line: int, column: str) -> float:
+    try:
+        return float(str(text).strip().lstrip("~"))
+    except ValueError:
+        raise ValueError(f"published rows {str(path)!r}, line {line}: column {column!r} must be a number, "
+                         f"got {text!r}") from None
+
+
+def read_rows(path: Path = PUBLISHED) -> list[Row]:
+    """Every row of a published-measurements CSV (data/published/README.md's columns); a bad row names its line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"published rows {str(path)!r}: no such file")
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(COLUMNS) - set(reader.fieldnames or ())
+        if missing:
+            raise ValueError(f"published rows {str(path)!r}: missing columns {sorted(missing)}; see "
+                             "data/published/README.md for the format")
+        return [_row(raw, path, number) for number, raw in enumerate(reader, start=2)]
+
+
+def _row(raw: dict, path: Path, line: int) -> Row:
+    where = f"published rows {str(path)!r}, line {line}"
+    metric = raw["metric"].strip()
+    if metric not in FAMILIES:
+        raise ValueError(f"{where}: metric {metric!r} is not one of {', '.join(FAMILIES)}")
+    hardware = next((hw for key, hw in GPUS if key.lower() in raw["gpu"].lower()), None)
+    if hardware is None:
+        raise ValueError(f"{where}: gpu {raw['gpu']!r} matches no bundled hardware ({', '.join(h for _, h in GPUS)})")
+    weights, group = weight_format(raw["dtype_weights"])
+    kv, _ = weight_format(raw["dtype_kv"])
+    try:
+        precision = Precision(weights=weights, activations="bf16" if weights == "bf16" else "fp16", kv=kv,
+                              weight_group_size=group)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    prompt = UNSTATED_PROMPT if "unstated" in raw["input_len"] else int(_number(raw["input_len"], path, line, "input_len"))
+    value = _number(raw["value"], path, line, "value")
+    unit = raw["unit"].strip()
+    if metric == "ttft":
+        value = value / 1e3 if unit == "ms" else value
+    return Row(line, raw["source_url_or_repo_path"], raw["framework"], raw["model"].strip(), hardware,
+               int(_number(raw["num_gpus"], path, line, "num_gpus")), precision,
+               int(_number(raw["batch"], path, line, "batch")), prompt,
+               int(_number(raw["output_len"], path, line, "output_len")), metric, value)
+
+
+def predict(row: Row, engine: Engine) -> float:
+    """The row's metric as the step pricer gives it under `engine`."""
+    deployment = Deployment(load_model(row.model), load_hardware(row.hardware), row.precision, tp=row.tp, engine=engine)
+    gen = max(row.gen, 1)
+    m = evaluate(deployment, row.batch, row.prompt, gen, parallel_columns=False)
+    ttft = float(m["ttft_s"])  # the engine's per-request cost included
+    if row.metric == "ttft":
+        return ttft
+    decode_s = float(m["e2e_s"]) - ttft  # the gen - 1 decode steps, KV growth integrated
+    if row.metric == "decode_tokens_per_s":
+        return (gen - 1) / decode_s if gen > 1 else 1 / float(m["tpot_s"])
+    return row.batch * gen / (ttft + decode_s) / row.tp  # output_throughput, per GPU
+
+
+def errors(rows: list[Row], engine: Engine) -> np.ndarray:
+    """predicted / measured - 1 per row."""
+    return np.array([predict(row, engine) / row.value - 1 for row in rows])

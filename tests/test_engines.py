@@ -1,0 +1,135 @@
+"""Engine profiles: bounded physical parameters, priced through the Deployment, fitted to published rows."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import yaml
+
+import roofline
+from roofline.cli import main
+from roofline.deployment import Deployment
+from roofline.engine import Engine, load_engine
+from roofline.engine_fit import fit_engine, leave_one_out, summary
+from roofline.evaluate import evaluate
+from roofline.hardware import load_hardware
+from roofline.config import load_model
+from roofline.published import read_rows
+
+A100 = load_hardware("a100-80gb")
+GPT_FAST_LIKE = Engine(name="truth", framework="gpt-fast", bandwidth_efficiency=0.7, layer_overhead_s=20e-6,
+                       allreduce_latency_s=15e-6, quantized_efficiency={"int8": 0.75, "int4": 0.5})
+
+
+def test_the_ideal_engine_changes_no_number_and_names_itself():
+    plain = roofline.analyze("llama-2-7b", "h100-sxm", batch=[1, 64]).metrics
+    ideal = roofline.analyze("llama-2-7b", "h100-sxm", batch=[1, 64], engine="ideal").metrics
+    assert plain.drop(columns="engine").equals(ideal.drop(columns="engine"))
+    assert (ideal["engine"] == "ideal").all() and (ideal["ideal_tpot_s"] == ideal["tpot_s"]).all()
+
+
+def test_an_engine_is_slower_than_the_ideal_bound_and_keeps_the_bound_beside_it():
+    m = roofline.analyze("llama-2-7b", "a100-80gb", batch=[1, 64], engine="gpt-fast").metrics
+    assert (m["tpot_s"] > m["ideal_tpot_s"]).all() and (m["ttft_s"] > m["ideal_ttft_s"]).all()
+    assert (m["engine"] == "gpt-fast").all()
+
+
+def test_each_engine_term_reaches_the_step_where_it_belongs():
+    model = load_model("llama-2-7b")
+
+    def metrics(engine, tp=1):
+        return evaluate(Deployment(model, A100, tp=tp, engine=engine), 1, 512, 16, parallel_columns=True)
+    base = metrics(Engine(name="base", bandwidth_efficiency=0.8))
+    request = metrics(Engine(name="request", bandwidth_efficiency=0.8, request_overhead_s=0.01))
+    assert float(request["ttft_s"] - base["ttft_s"]) == pytest.approx(0.01) and request["tpot_s"] == base["tpot_s"]
+    layers = metrics(Engine(name="layers", bandwidth_efficiency=0.8, layer_overhead_s=10e-6))
+    assert float(layers["tpot_s"] - base["tpot_s"]) == pytest.approx(32 * 10e-6)
+    slow_link = metrics(Engine(name="link", bandwidth_efficiency=0.8, allreduce_latency_s=100e-6), tp=2)
+    fast_link = metrics(Engine(name="link", bandwidth_efficiency=0.8, allreduce_latency_s=10e-6), tp=2)
+    assert float(slow_link["comm_s"] - fast_link["comm_s"]) == pytest.approx(2 * 32 * 90e-6)
+    int4 = Deployment(model, A100, roofline.Precision(weights="int4"), engine=Engine(
+        name="q", bandwidth_efficiency=0.8, quantized_efficiency={"int4": 0.5}))
+    assert int4.roofs.bandwidth == pytest.approx(0.4 * A100.memory_bandwidth)
+
+
+def test_an_engine_and_a_calibration_together_are_refused():
+    with pytest.raises(ValueError, match="give one"):
+        Deployment(load_model("llama-2-7b"), A100, calibration=roofline.Calibration("c", 0.5), engine=load_engine("gpt-fast"))
+
+
+def test_a_bad_engine_file_names_the_parameter_and_its_bound(tmp_path):
+    good = load_engine("gpt-fast").as_document()
+    missing = {k: v for k, v in good.items() if k != "layer_overhead_s"}
+    (tmp_path / "missing.yaml").write_text(yaml.safe_dump(missing))
+    with pytest.raises(ValueError, match="layer_overhead_s.*missing"):
+        load_engine(str(tmp_path / "missing.yaml"))
+    above = {**good, "bandwidth_efficiency": {**good["bandwidth_efficiency"], "value": 1.3}}
+    (tmp_path / "above.yaml").write_text(yaml.safe_dump(above))
+    with pytest.raises(ValueError, match=r"bandwidth_efficiency = 1.3 is out of its bounds: it must be in \(0, 1\]"):
+        load_engine(str(tmp_path / "above.yaml"))
+    negative = {**good, "step_overhead_s": -1e-3}
+    (tmp_path / "negative.yaml").write_text(yaml.safe_dump(negative))
+    with pytest.raises(ValueError, match="step_overhead_s = -0.001 is out of its bounds: it must be >= 0"):
+        load_engine(str(tmp_path / "negative.yaml"))
+
+
+def test_an_unknown_engine_lists_the_known_ones(capsys):
+    assert main(["analyze", "--engine", "vllm-9000"]) == 2
+    assert "gpt-fast, harness, hf-eager, ideal, llama.cpp, tensorrt-llm" in capsys.readouterr().err
+
+
+def test_a_malformed_published_row_names_its_line(tmp_path):
+    text = (roofline.hardware.DATA_DIR / "published" / "calibration.csv").read_text().splitlines()
+    header, first = text[0], text[1]
+    (tmp_path / "bad.csv").write_text("\n".join([header, first, first.replace(",104.9,", ",fast,")]) + "\n")
+    with pytest.raises(ValueError, match=r"line 3: column 'value' must be a number"):
+        read_rows(tmp_path / "bad.csv")
+
+
+def test_the_fit_recovers_an_engine_that_generated_the_rows():
+    rows = [r for r in read_rows() if r.framework.startswith("gpt-fast")]
+    truth = {r.line: roofline.published.predict(r, GPT_FAST_LIKE) for r in rows}
+    synthetic = [roofline.published.Row(**{**r.__dict__, "value": truth[r.line]}) for r in rows]
+    prior = Engine(name="prior", framework="gpt-fast", bandwidth_efficiency=0.9, layer_overhead_s=5e-6,
+                   allreduce_latency_s=5e-6, quantized_efficiency={"int8": 0.9, "int4": 0.9})
+    names = ["bandwidth_efficiency", "layer_overhead_s", "allreduce_latency_s", "quantized_efficiency.int8",
+             "quantized_efficiency.int4"]
+    fitted = fit_engine(prior, synthetic, names)
+    assert fitted.bandwidth_efficiency == pytest.approx(0.7, rel=0.03)
+    assert fitted.quantized_efficiency["int4"] == pytest.approx(0.5, rel=0.03)
+    assert fitted.allreduce_latency_s == pytest.approx(15e-6, rel=0.1)
+    assert fitted.priors["bandwidth_efficiency"] == 0.9  # the prior is kept for leave-one-out
+
+
+def test_a_parameter_no_row_pins_keeps_its_prior_with_a_warning():
+    rows = [r for r in read_rows() if r.framework.startswith("llama.cpp") and r.precision.weights == "fp16"]
+    prior = load_engine("llama.cpp").prior()
+    with pytest.warns(UserWarning, match="no row pins quantized_efficiency.q4_0"):
+        fitted = fit_engine(prior, rows, ["bandwidth_efficiency", "quantized_efficiency.q4_0"])
+    assert fitted.quantized_efficiency["q4_0"] == prior.quantized_efficiency["q4_0"]
+
+
+@pytest.mark.parametrize("name", ["gpt-fast", "llama.cpp"])
+def test_shipped_batch1_profiles_meet_the_leave_one_out_targets(name):
+    engine = load_engine(name)
+    rows = [r for r in read_rows() if r.framework.startswith(engine.framework)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = summary(rows, leave_one_out(engine, rows, list(engine.fit)))["batch-1 decode"]
+    assert result["median"] <= 0.10 and result["p90"] <= 0.25
+    ideal = summary(rows, roofline.published.errors(rows, Engine()))["batch-1 decode"]
+    assert ideal["median"] > 0.5  # the bound alone misses these rows by far
+
+
+def test_every_shipped_profile_is_physical_and_says_what_pins_each_fitted_parameter():
+    for name in ("ideal", "harness", "hf-eager", "gpt-fast", "llama.cpp", "tensorrt-llm"):
+        engine = load_engine(name)  # bounds are checked on load
+        assert all(engine.pinned_by.get(p) for p in engine.fit), name
+
+
+def test_analyze_json_carries_the_engine_and_the_ideal_times(capsys):
+    assert main(["analyze", "--model", "llama-2-7b", "--hardware", "a100-80gb", "--engine", "llama.cpp",
+                 "--weights", "q4_0", "--batch", "1", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["engine"] == "llama.cpp" and row["tpot_s"] > row["ideal_tpot_s"] > 0
+    assert np.isfinite([row["ideal_ttft_s"], row["ideal_e2e_s"]]).all()
