@@ -62,8 +62,10 @@ def uploaded_model(content: bytes, filename: str) -> ModelConfig:
         raise ValueError(f"{filename}: not a JSON file ({err})") from None
     try:
         return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
-    except (TypeError, KeyError, AttributeError) as err:  # a field of an unexpected type
-        raise ValueError(f"{filename}: a field has an unexpected type ({type(err).__name__}: {err})") from None
+    except ValueError as err:
+        raise ValueError(f"{filename}: {err}") from None
+    except (TypeError, KeyError, AttributeError, ArithmeticError) as err:  # a check the library lacks: still no traceback
+        raise ValueError(f"{filename}: a field has an unexpected type or value ({type(err).__name__}: {err})") from None
 
 
 @st.cache_resource(show_spinner=False)
@@ -332,7 +334,7 @@ def run_analysis(setup: Setup) -> Analysis | None:
     try:
         return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
                        precision=setup.precision, options=setup.options, calibration=setup.calibration,
-                       **setup.parallel, **setup.overrides)
+                       allow_beyond_window=True, **setup.parallel, **setup.overrides)  # flagged in the headline
     except ValueError as err:
         st.error(f"**This configuration cannot be analyzed.** {err}\n\n{FIX_CONFIG}")
         return None
@@ -358,7 +360,8 @@ def headline(analysis: Analysis) -> None:
     row = st.columns(4)
     row[0].metric("TTFT", fmt_seconds(m["ttft_s"]), help=METRIC_DEFINITIONS["ttft_s"])
     row[1].metric("TPOT", fmt_seconds(m["tpot_s"]), help=METRIC_DEFINITIONS["tpot_s"])
-    row[2].metric("tokens/s", fmt_rate(m["tokens_per_s"], "tokens/s"), help=METRIC_DEFINITIONS["tokens_per_s"])
+    row[2].metric("tokens/s" + (f" (all {m['replicas']} replicas)" if m["replicas"] > 1 else ""),
+                  fmt_rate(m["tokens_per_s"], "tokens/s"), help=METRIC_DEFINITIONS["tokens_per_s"])
     row[3].metric("E2E", fmt_seconds(m["e2e_s"]), help=METRIC_DEFINITIONS["e2e_s"])
     row = st.columns([1, 0.6, 0.6, 1.4])
     row[0].metric("memory" + (" per GPU" if m.get("tp", 1) > 1 else ""), fmt_bytes(m["memory_bytes"]),
@@ -375,11 +378,18 @@ def headline(analysis: Analysis) -> None:
         row[2].metric("all-reduce in the prefill", fmt_seconds(m["prefill_comm_s"]), help="included in TTFT")
         if m["link_latency_assumed"]:
             row[3].caption("The interconnect latency is the library's assumption: the hardware file gives none.")
+    window = analysis.config.max_positions
+    if window and m["prompt_len"] + m["gen_len"] > window:
+        st.warning(f"Beyond the context window: prompt + generate = {m['prompt_len'] + m['gen_len']} tokens, but "
+                   f"{analysis.config.name} was trained for {window} positions (rope scaling included). The figures "
+                   f"price a request the model cannot serve as published: lower the prompt or generate.")
     if not m["fits"]:
         st.warning(f"Does not fit: {fmt_bytes(m['memory_bytes'])} needed, {fmt_bytes(capacity)} available "
                    f"(max batch {m['max_batch']}). Lower the batch or context, quantize weights or KV, or pick a larger device.")
     st.caption(f"{describe(analysis)}; B={m['batch']}, prompt {m['prompt_len']}, generate {m['gen_len']}; "
-               f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, "
+               + (f"{fmt_count(m['params_total'])} parameters ({fmt_count(m['params_per_gpu'])} per GPU), weights "
+                  f"{fmt_bytes(m['weight_bytes_per_gpu'])} per GPU, " if m["tp"] > 1 else
+                  f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, ") +
                f"KV {fmt_bytes(m['kv_bytes_per_token'])}/token; prefill {m['prefill_bound']}-bound; "
                f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; calibration: {analysis.calibration.name}.")
 
@@ -389,7 +399,8 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
     try:
         result = speculative.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
-                                       options=analysis.options, calibration=analysis.calibration)
+                                       options=analysis.options, calibration=analysis.calibration,
+                                       allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
         return
@@ -403,6 +414,8 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
                   help=f"γ draft steps {fmt_seconds(result.draft_s)} + one verify pass {fmt_seconds(result.verify_s)}")
     row[3].metric("best γ for this α and batch", str(result.best_gamma), delta=f"{result.best_speedup:.2f}×",
                   delta_color="off")
+    if result.best_gamma_is_search_cap:
+        st.caption(f"γ = {result.best_gamma} is the search cap: a longer lookahead may be faster still.")
 
 
 # ---- pages ----
@@ -411,7 +424,7 @@ def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
     """The analysis of the configuration shown, at other batch sizes."""
     return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
                    precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
-                   **setup.parallel)
+                   allow_beyond_window=True, **setup.parallel)
 
 
 def one_gpu_note(setup: Setup, view: str) -> None:
@@ -583,7 +596,8 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
         return
     try:
         other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
-                        options=setup.options, calibration=analysis.calibration, **setup.parallel, **overrides)
+                        options=setup.options, calibration=analysis.calibration, allow_beyond_window=True,
+                        **setup.parallel, **overrides)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
         return

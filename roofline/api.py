@@ -7,13 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times
-from .config import ModelConfig, load_model
+from .bounds import BOUNDS, IDEAL, Calibration, Roofs, step_times, to_shape
+from .config import ModelConfig, check_context, load_model
 from .cost import BYTE_CATEGORIES
 from .evaluate import COMPONENTS, CompiledModel, compile_model
 from .hardware import Hardware, load_hardware
 from .inference import evaluate
-from .model import Options
+from .model import Options, parameter_count
 from .parallel import shard, with_communication
 from .precision import Precision
 
@@ -30,6 +30,11 @@ METRIC_DEFINITIONS = {
     "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
                     "the lecture's memory figure counts KV at prompt_len and no workspace",
     "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and workspace fit in memory",
+    "params_per_gpu": "parameters one GPU holds (its tensor-parallel shard; `params` is the same figure)",
+    "params_total": "parameters of the model (each replica holds them all, once)",
+    "weight_bytes_total": "weight bytes over every GPU of every replica (the model's weights x replicas)",
+    "memory_bytes_per_gpu": "memory one GPU needs (`memory_bytes` is the same figure)",
+    "memory_bytes_total": "memory over every GPU of every replica",
 }
 
 
@@ -101,24 +106,43 @@ class Analysis:
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
-            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, **overrides) -> Analysis:
+            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, allow_beyond_window: bool = False,
+            **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
     tp, replicas: tensor-parallel degree and model copies (roofline.parallel): with tp > 1 the
     memory figures are per GPU and the step times include the all-reduces (comm_s).
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
+    prompt + gen beyond the model's context window is refused unless allow_beyond_window.
     """
     config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
+    check_context(config, prompt + gen, allow=allow_beyond_window)
     compiled = compile_model(shard(config, tp), options)  # what one GPU holds and runs
     values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
     values = with_communication(values, config, hw, tp, replicas, prompt, gen, precision.activation_bytes)
-    return Analysis(config, hw, precision, options, calibration, compiled, _frame(values, integers=True))
+    return Analysis(config, hw, precision, options, calibration, compiled,
+                    _frame(_with_scopes(values, config, precision), integers=True))
 
 
-INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
+def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dict:
+    """Each size figure twice, labelled by scope: on one GPU (`params`, `weight_bytes` and `memory_bytes` are
+    that shard's, as before) and over the whole deployment (every GPU of every replica)."""
+    shape = np.shape(values["tpot_s"])
+    gpus = float(np.ravel(values["gpus"])[0])
+    tp = int(np.ravel(values["tp"])[0])
+    params_total = float(np.ravel(values["params"])[0]) if tp == 1 else float(parameter_count(config))
+    scoped = {"params_per_gpu": values["params"], "params_total": params_total,
+              "weight_bytes_per_gpu": values["weight_bytes"],
+              "weight_bytes_total": params_total * precision.weight_bytes * values["replicas"],
+              "memory_bytes_per_gpu": values["memory_bytes"], "memory_bytes_total": values["memory_bytes"] * gpus}
+    return {**values, **{name: to_shape(value, shape) for name, value in scoped.items()}}
+
+
+INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "params_per_gpu", "params_total", "max_batch", "tp",
+                   "replicas", "gpus")
 
 
 BOUND_NAMES = np.asarray(BOUNDS, dtype=object)

@@ -28,6 +28,8 @@ from .precision import Precision
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
+OVERLOAD_SHARE = 0.9  # served below this share of the offered tokens/s: overloaded
+MAX_REQUESTS = 100_000  # one request costs ~0.5-2 ms of simulation; percentiles settle long before this
 CONTEXT_BUCKET = 16  # decode attention is priced at the group's mean context, rounded to this many tokens
 
 
@@ -45,6 +47,10 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
         raise ValueError(f"rate: must be > 0 requests/s, got {rate!r}")
     if not (isinstance(requests, (int, np.integer)) and requests >= 1):
         raise ValueError(f"requests: must be a whole number >= 1, got {requests!r}")
+    if requests > MAX_REQUESTS:
+        raise ValueError(f"requests: at most {MAX_REQUESTS} (the simulation keeps every request and costs ~1 ms "
+                         f"each), got {requests}; fix: simulate fewer requests: the percentiles settle within a few "
+                         f"thousand")
     for name, mean in (("prompt_mean", prompt_mean), ("output_mean", output_mean)):
         if not mean >= 1:
             raise ValueError(f"{name}: must be >= 1 token, got {mean!r}")
@@ -111,13 +117,21 @@ class Result:
     trace_batch: np.ndarray  # sequences in each iteration
     padded_fraction: float = 0.0  # static: token slots spent on padding (prompt and decode)
     notes: list = field(default_factory=list)
+    offered_tokens_per_s: float = float("nan")  # output tokens asked for / the span of the arrivals
 
     @property
     def throughput_tokens_per_s(self) -> float:
         return self.output_tokens / self.makespan_s
 
+    @property
+    def overloaded(self) -> bool:
+        """Arrivals outpace service: the server returned < 90% of the tokens/s offered, so queues (and TTFT) grow
+        with the number of requests instead of settling."""
+        return bool(self.throughput_tokens_per_s < OVERLOAD_SHARE * self.offered_tokens_per_s)
+
     def summary(self) -> dict:
-        out = {"throughput_tokens_per_s": self.throughput_tokens_per_s, "max_concurrency": int(self.trace_batch.max())}
+        out = {"throughput_tokens_per_s": self.throughput_tokens_per_s, "max_concurrency": int(self.trace_batch.max()),
+               "offered_tokens_per_s": self.offered_tokens_per_s, "overloaded": self.overloaded}
         for name, values in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s)):
             for q in (50, 90, 99):
                 finite = values[np.isfinite(values)]
@@ -130,8 +144,9 @@ def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Resu
     ttft, e2e = first - work.arrivals, done - work.arrivals
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(work.outputs > 1, (e2e - ttft) / (work.outputs - 1), np.nan)
+    offered = float(work.outputs.sum() / work.arrivals.max()) if work.arrivals.max() > 0 else float("inf")
     return Result(policy, ttft, e2e, tpot, int(work.outputs.sum()), float(done.max() - work.arrivals.min()),
-                  np.array(trace_s), np.array(trace_batch), padded)
+                  np.array(trace_s), np.array(trace_batch), padded, offered_tokens_per_s=offered)
 
 
 def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf) -> Result:

@@ -5,6 +5,9 @@ SI base units (FLOPs, bytes, seconds) as a plain JSON number, bool or string (ne
 that is not finite becomes null). Each object carries the `Analysis.records()` keys plus `model`,
 `config_hash`, `hardware`, `method`, `calibration`, the precisions, `tpot_definition`,
 `napkin_tpot_s` and `roofline_tpot_s`; `tpot_s` and `tokens_per_s` are those of `--method`.
+Sizes carry their scope: `params_per_gpu`/`params_total`, `weight_bytes_per_gpu`/`weight_bytes_total`,
+`memory_bytes_per_gpu`/`memory_bytes_total` (`params`, `weight_bytes`, `memory_bytes` are the per-GPU
+figures, kept for older readers); `tokens_per_s` counts every replica.
 Bad input raises ValueError naming the flag; the dispatcher turns it into one line and exit code 2.
 """
 from __future__ import annotations
@@ -49,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a calibration FILE or 'default' (none: the ideal bound)")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
+    parser.add_argument("--allow-beyond-window", action="store_true",
+                        help="price a prompt + gen longer than the model's context window instead of refusing it")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
 
 
@@ -66,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
-        **kwargs, **overrides)
+        allow_beyond_window=args.allow_beyond_window, **kwargs, **overrides)
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -169,6 +174,8 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
     first = rows[0]
     other = ("roofline TPOT", "roofline_tpot_s") if method == "napkin" else ("napkin TPOT", "napkin_tpot_s")
     columns = COLUMNS + ((other[0], other[1], fmt_seconds),)
+    if first["gpus"] > 1:  # label the per-GPU column
+        columns = tuple(("memory/GPU", *c[1:]) if c[1] == "memory_bytes" else c for c in columns)
     cells = [[h for h, _, _ in columns]] + [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     left = [h in LEFT for h, _, _ in columns]
@@ -182,16 +189,33 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"calibration {_calibration_text(cal)}",
-        (f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, "
-         f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token, max batch {first['max_batch']}"),
-    ]
+    ] + _size_lines(first)
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
     if method == "napkin":
         tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
+    replicas = first["replicas"]
+    rate = f"batch x {replicas} replicas / TPOT (every replica)" if replicas > 1 else "batch / TPOT"
     footer = [f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
-              f"tokens/s: batch / TPOT. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
+              f"tokens/s: {rate}. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
     return "\n".join(header + [""] + lines + [""] + footer)
+
+
+def _size_lines(first: dict) -> list[str]:
+    """Sizes labelled by scope: one GPU and the whole deployment whenever they differ."""
+    kv = f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
+    if first["gpus"] == 1:
+        return [f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, {kv}, "
+                f"max batch {first['max_batch']}"]
+    tp, replicas, gpus = first["tp"], first["replicas"], first["gpus"]
+    return [
+        (f"deployment tensor parallel {tp} x {replicas} replica{'s' if replicas > 1 else ''} = {gpus} GPUs; "
+         f"batch, memory, fits and max batch are per replica (memory per GPU); tokens/s counts every replica"),
+        (f"params {fmt_count(first['params_total'])} in the model, {fmt_count(first['params_per_gpu'])} per GPU; "
+         f"weights {fmt_bytes(first['weight_bytes_total'])} over all {gpus} GPUs, "
+         f"{fmt_bytes(first['weight_bytes_per_gpu'])} per GPU"),
+        f"{kv} per GPU, max batch {first['max_batch']} per replica",
+    ]
 
 
 def _calibration_text(cal) -> str:

@@ -23,7 +23,8 @@ from .hardware import Hardware
 from .inference import evaluate
 from .model import DECODE, Options, phase_ops
 from .precision import Precision
-from .symbols import B, S, b_a, b_kv, b_w
+from .ops import expected_experts_touched
+from .symbols import B, E, S, T, b_a, b_kv, b_w, k
 
 M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
@@ -39,12 +40,42 @@ class Crossover:
     note: str = ""
 
 
-def critical_batch(hw: Hardware, precision: Precision = Precision()) -> Crossover:
-    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth."""
+def critical_batch(hw: Hardware, precision: Precision = Precision(), config: ModelConfig | None = None) -> Crossover:
+    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth.
+
+    For an MoE model this holds for the weights every token uses (attention, dense layers, shared
+    experts); routed experts see fewer tokens each: `expert_critical_batch`.
+    """
     expr, value = derivations.critical_batch(hw, precision)
+    note = ("dense weights only (attention, dense layers, shared experts); routed experts: expert_critical_batch"
+            if config is not None and config.n_experts else "")
     return Crossover("critical_batch", sp.Eq(B, expr), value,
                      {"I_hw": derivations.accelerator_intensity(hw, precision.weight_matmul_dtype),
-                      "b_w": precision.weight_bytes})
+                      "b_w": precision.weight_bytes}, note)
+
+
+def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision()) -> Crossover:
+    """The batch where routed-expert matmuls turn compute-bound: each touched expert sees B·k / E_t(B) tokens,
+    E_t(B) = E(1 − (1 − k/E)^B) the expected distinct experts (the count the decode cost reads), and that
+    must reach the dense critical batch. Tokens per expert grow with B, so bisection finds the first B."""
+    if not config.n_experts:
+        raise ValueError(f"model {config.name!r}: has no routed experts; use critical_batch")
+    _, dense = derivations.critical_batch(hw, precision)
+    per_expert = B * k / expected_experts_touched().xreplace({T: 1})
+    given = {E: config.n_experts, k: config.top_k}
+    tokens = sp.lambdify(B, per_expert.xreplace(given), modules="numpy")
+    lo, hi = 1, 2
+    while tokens(float(hi)) < dense:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tokens(float(mid)) < dense else (lo, mid)
+    value = 1 if tokens(1.0) >= dense else hi
+    b_crit = sp.Symbol("B_crit", positive=True)
+    return Crossover("expert_critical_batch", sp.Eq(per_expert, b_crit), value,
+                     {"E": config.n_experts, "k": config.top_k, "B_crit": dense},
+                     f"routed experts: {config.top_k} of {config.n_experts} per token, spread over the expected "
+                     f"distinct experts; solved by bisection")
 
 
 def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> Crossover:

@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 
 from .bounds import IDEAL, Calibration, Roofs, step_times
-from .config import ModelConfig, load_model
+from .config import ModelConfig, check_context, load_model
 from .evaluate import CompiledPhase, compile_model, compile_queries
 from .hardware import Hardware, load_hardware
 from .model import Options
@@ -65,9 +65,22 @@ class Speculation:
     speedup: float
     best_gamma: int  # 0 when plain decoding is fastest
     best_speedup: float
+    best_gamma_is_search_cap: bool = False  # the search stopped at max_gamma: a longer lookahead may be faster still
 
 
-def _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration):
+def check_draft(draft: ModelConfig, target: ModelConfig, draft_params: float, target_params: float) -> None:
+    """A draft must speak the target's vocabulary (its tokens are verified by id) and be smaller than it."""
+    if draft.vocab_size != target.vocab_size:
+        raise ValueError(f"draft: {draft.name!r} has a {draft.vocab_size}-token vocabulary and the target "
+                         f"{target.name!r} {target.vocab_size}; the target verifies the draft's token ids, so both "
+                         f"need one tokenizer; fix: pick a draft from the target's family")
+    if draft_params >= target_params:
+        raise ValueError(f"draft: {draft.name!r} ({draft_params / 1e9:.3g}B parameters) is not smaller than the "
+                         f"target {target.name!r} ({target_params / 1e9:.3g}B); drafting with it costs more than "
+                         f"plain decoding; fix: pick a smaller draft of the same family, or a cost fraction")
+
+
+def _draft_steps(draft, target, target_decode, widths, batch, contexts, hw, precision, calibration):
     """Seconds of one draft decode step at each context: a model's own roofline or a share of the target's."""
     if isinstance(draft, (int, float)) and not isinstance(draft, bool):
         if not 0 < draft <= 1:
@@ -75,22 +88,27 @@ def _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, c
         return draft * target_decode
     config = load_model(draft)
     cm = compile_model(config)
+    check_draft(config, target, cm.params, compile_model(target).params)
     draft_roofs = Roofs.of(hw, precision, calibration, config.n_layers)
     return step_times(cm.decode.parts(batch, contexts, widths), cm.decode, draft_roofs).roofline_s
 
 
 def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
               alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
-              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA) -> Speculation:
+              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA,
+              allow_beyond_window: bool = False) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
-    draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads).
+    draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads);
+    a model must share the target's vocabulary and be smaller. The best lookahead is searched up to
+    max(max_gamma, gamma); `best_gamma_is_search_cap` says when the search stopped there.
     """
     check(gamma, alpha)
     for name, value in (("batch", batch), ("prompt", prompt)):
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
     config, hw = load_model(target), load_hardware(hardware)
+    check_context(config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     widths = (precision.weight_bytes, precision.activation_bytes, precision.kv_bytes)
     roofs = Roofs.of(hw, precision, calibration, config.n_layers)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
@@ -98,7 +116,7 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     baseline = compile_model(config, options).decode
     contexts = prompt + 1 + lookaheads  # the draft's step j sees prompt + 1 + j keys
     target_decode = step_times(baseline.parts(batch, contexts, widths), baseline, roofs).roofline_s
-    per_draft_step = _draft_steps(draft, target_decode, widths, batch, contexts, hw, precision, calibration)
+    per_draft_step = _draft_steps(draft, config, target_decode, widths, batch, contexts, hw, precision, calibration)
     draft_s = np.concatenate([[0.0], np.cumsum(np.broadcast_to(per_draft_step, contexts.shape))[:-1]])
     verify = queries_phase(config, options, lookaheads + 1)
     verify_s = step_times(verify.parts(batch, prompt + 1 + lookaheads, widths), verify, roofs).roofline_s
@@ -109,4 +127,5 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     g = int(gamma)
     return Speculation(g, float(alpha), int(batch), int(prompt), float(tokens[g]), float(draft_s[g]),
                        float(verify_s[g]), float(draft_s[g] + verify_s[g]), float(tpot[g]), float(target_decode[0]),
-                       float(target_decode[0] / tpot[g]), best, float(target_decode[0] / tpot[best]))
+                       float(target_decode[0] / tpot[g]), best, float(target_decode[0] / tpot[best]),
+                       best == len(lookaheads) - 1)

@@ -13,7 +13,8 @@ pytest.importorskip("streamlit", reason="the app extra is not installed: pip ins
 import sympy as sp  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from roofline import analyze, load_model  # noqa: E402
+import roofline  # noqa: E402
+from roofline import load_model  # noqa: E402
 from roofline import calibration as calibrations  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
@@ -26,6 +27,11 @@ PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime m
 DEFAULT = dict(model="llama-2-13b", hardware="h100-sxm", batch=[1], prompt=1024, gen=128)
 
 
+def analyze(*args, **kwargs):
+    """The library call the app makes: a context beyond the model's window is priced and flagged, not refused."""
+    return roofline.analyze(*args, allow_beyond_window=True, **kwargs)
+
+
 def start() -> AppTest:
     return AppTest.from_file(str(APP), default_timeout=180).run()
 
@@ -36,7 +42,8 @@ def clean(at: AppTest) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
+    """A metric by its label; with replicas the tokens/s label says it counts them all."""
+    values = [m.value for m in at.metric if m.label == label or (label == "tokens/s" and m.label.startswith("tokens/s ("))]
     assert values, f"no metric {label!r} among {[m.label for m in at.metric]}"
     return values[0]
 
@@ -80,6 +87,8 @@ def test_every_view_runs_without_exception_or_error(model):
         clean(at)
         assert not at.error, (page, [e.value for e in at.error])
     assert shown(at) == expected(analyze(model, "h100-sxm", batch=[1], prompt=1024, gen=128))
+    beyond = [w.value for w in at.warning if "Beyond the context window" in w.value]
+    assert bool(beyond) == (model == "gpt2"), beyond  # GPT-2's 1024 positions: 1024 + 128 is flagged, not hidden
 
 
 CHANGES = [  # (what the user does, the library call that must give the numbers shown)
@@ -120,6 +129,7 @@ def test_tensor_parallelism_and_replicas_reach_the_library():
     library = analyze(**DEFAULT, tp=2, replicas=3)
     assert shown(at) == expected(library)
     assert metric(at, "GPUs") == "6"
+    assert metric(at, "tokens/s (all 3 replicas)") == fmt_rate(library.records()[0]["tokens_per_s"], "tokens/s")
     assert metric(at, "all-reduce per decode step") == fmt_seconds(library.records()[0]["comm_s"])
     for page in PAGES:
         at.radio(key="page").set_value(page).run()
@@ -184,6 +194,11 @@ def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
     (json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
                  "num_key_value_heads": 5, "intermediate_size": 11008, "vocab_size": 32000}).encode(),
      "must be divisible by n_kv_heads"),
+    # issue 15: these two were tracebacks that replaced the whole page, sidebar included
+    (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "moe_layer_freq": 0}).encode(),
+     "field 'moe_layer_freq' must be a positive integer, got 0"),
+    (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "first_k_dense_replace": "3"}).encode(),
+     "field 'first_k_dense_replace' must be a non-negative integer, got '3'"),
 ])
 def test_a_malformed_upload_shows_the_reason_and_the_fix_and_the_page_keeps_working(content, reason):
     at = clean(start())
