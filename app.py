@@ -28,6 +28,7 @@ from roofline import crossovers, speculative
 from roofline.bounds import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
 from roofline.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.inference import DEFAULT_PREFILL_CHUNK
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS
 from roofline.precision import BITS
 
@@ -90,14 +91,14 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
-                    options: Options) -> list:
+                    options: Options, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.crossovers`' quantities."""
     quantities = (
         ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
         ("Context where one sequence's KV read equals the weights",
          lambda: crossovers.kv_equals_weights_context(config, precision)),
         ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options)),
+         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, prefill_chunk)),
         ("Batch reaching 90% of the decode throughput asymptote",
          lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options)),
         ("Batch beyond which doubling it gains < 10% tokens/s",
@@ -146,6 +147,7 @@ class Setup:
     overrides: dict
     parallel: dict  # tp and replicas, for `analyze`
     speculation: dict | None
+    prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step: sizes the workspace (None: all)
 
 
 def divisors(n: int) -> list[int]:
@@ -206,6 +208,14 @@ def sidebar_workload() -> tuple[int, int, int]:
     prompt = columns[1].number_input("prompt", 1, 1 << 22, DEFAULT_PROMPT, step=256, key="prompt")
     gen = columns[2].number_input("generate", 1, 1 << 20, DEFAULT_GEN, step=64, key="gen")
     return int(batch), int(prompt), int(gen)
+
+
+def sidebar_prefill_chunk() -> int | None:
+    chunk = st.sidebar.number_input("prefill chunk (tokens; 0: every prompt at once)", 0, 1 << 22, DEFAULT_PREFILL_CHUNK,
+                                    step=1024, key="prefill_chunk",
+                                    help="prompt tokens per prefill step (chunked prefill): sizes the activation "
+                                         "workspace in memory and max batch")
+    return int(chunk) or None
 
 
 def sidebar_overrides(config: ModelConfig) -> dict:
@@ -318,12 +328,14 @@ def sidebar() -> Setup:
     hardware = sidebar_hardware()
     precision = sidebar_precision()
     batch, prompt, gen = sidebar_workload()
+    chunk = sidebar_prefill_chunk()
     overrides = sidebar_overrides(config)
     parallelism = sidebar_parallel()
     speculation = sidebar_speculation()
     cal = sidebar_calibration(hardware)
     options = sidebar_options(config)
-    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation)
+    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation,
+                 chunk)
 
 
 # ---- the one library call, and the headline ----
@@ -334,7 +346,8 @@ def run_analysis(setup: Setup) -> Analysis | None:
     try:
         return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
                        precision=setup.precision, options=setup.options, calibration=setup.calibration,
-                       allow_beyond_window=True, **setup.parallel, **setup.overrides)  # flagged in the headline
+                       allow_beyond_window=True, prefill_chunk=setup.prefill_chunk,  # beyond: flagged in the headline
+                       **setup.parallel, **setup.overrides)
     except ValueError as err:
         st.error(f"**This configuration cannot be analyzed.** {err}\n\n{FIX_CONFIG}")
         return None
@@ -424,7 +437,7 @@ def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
     """The analysis of the configuration shown, at other batch sizes."""
     return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
                    precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
-                   allow_beyond_window=True, **setup.parallel)
+                   allow_beyond_window=True, prefill_chunk=analysis.prefill_chunk, **setup.parallel)
 
 
 def one_gpu_note(setup: Setup, view: str) -> None:
@@ -500,7 +513,7 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
     p = analysis.precision
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
                   weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
-                  calibration=analysis.calibration, prefill=False)
+                  calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk)
     lines = derivation(analysis.config, analysis.hardware, p)
     windowed = WINDOW in analysis.config.layer_attention
     st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
@@ -545,7 +558,7 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
     st.markdown("**Crossovers** of this configuration (ideal roofs; `roofline.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
-                                         setup.gen, analysis.options):
+                                         setup.gen, analysis.options, analysis.prefill_chunk):
         if isinstance(result, str):
             st.markdown(f"- {title}: not defined here ({result})")
             continue
@@ -597,7 +610,7 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
     try:
         other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
                         options=setup.options, calibration=analysis.calibration, allow_beyond_window=True,
-                        **setup.parallel, **overrides)
+                        prefill_chunk=analysis.prefill_chunk, **setup.parallel, **overrides)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
         return

@@ -12,7 +12,7 @@ from .config import ModelConfig, check_context, load_model
 from .cost import BYTE_CATEGORIES
 from .evaluate import COMPONENTS, CompiledModel, compile_model
 from .hardware import Hardware, load_hardware
-from .inference import evaluate
+from .inference import DEFAULT_PREFILL_CHUNK, evaluate
 from .model import Options, parameter_count
 from .parallel import shard, with_communication
 from .precision import Precision
@@ -27,9 +27,14 @@ METRIC_DEFINITIONS = {
     "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
     "decode_bound_s": "seconds of the decode step spent waiting on its binding resource (before communication)",
     "napkin_memory_bytes": "the lecture's memory: weight bytes + KV bytes at prompt_len (no workspace)",
-    "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
-                    "the lecture's memory figure counts KV at prompt_len and no workspace",
-    "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and workspace fit in memory",
+    "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace of one chunked-prefill "
+                    "step (prefill_chunk tokens, default 8192: min(batch, chunk // prompt_len) prompts, or one chunk of "
+                    "a longer prompt; its largest prefill op); the lecture's memory figure counts KV at prompt_len and "
+                    "no workspace",
+    "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and one prefill chunk's workspace fit "
+                 "in memory",
+    "workspace_bytes": "activations of one chunked-prefill step: its largest prefill op, for min(batch, prefill_chunk // "
+                       "prompt_len) prompts or one prefill_chunk-token piece of a longer prompt",
     "params_per_gpu": "parameters one GPU holds (its tensor-parallel shard; `params` is the same figure)",
     "params_total": "parameters of the model (each replica holds them all, once)",
     "weight_bytes_total": "weight bytes over every GPU of every replica (the model's weights x replicas)",
@@ -62,6 +67,7 @@ class Analysis:
     calibration: Calibration
     compiled: CompiledModel
     metrics: pd.DataFrame  # one row per batch size
+    prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step behind the workspace (None: all)
 
     def records(self) -> list[dict]:
         rows = self.metrics.to_dict(orient="records")
@@ -107,13 +113,14 @@ class Analysis:
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
             calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, allow_beyond_window: bool = False,
-            **overrides) -> Analysis:
+            prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK, **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
     tp, replicas: tensor-parallel degree and model copies (roofline.parallel): with tp > 1 the
     memory figures are per GPU and the step times include the all-reduces (comm_s).
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
     prompt + gen beyond the model's context window is refused unless allow_beyond_window.
+    prefill_chunk: prompt tokens per prefill step, which sizes the activation workspace (None: the whole batch).
     """
     config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
@@ -121,10 +128,10 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     gen = _check_positive("gen", gen)
     check_context(config, prompt + gen, allow=allow_beyond_window)
     compiled = compile_model(shard(config, tp), options)  # what one GPU holds and runs
-    values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration)
+    values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration, prefill_chunk=prefill_chunk)
     values = with_communication(values, config, hw, tp, replicas, prompt, gen, precision.activation_bytes)
     return Analysis(config, hw, precision, options, calibration, compiled,
-                    _frame(_with_scopes(values, config, precision), integers=True))
+                    _frame(_with_scopes(values, config, precision), integers=True), prefill_chunk)
 
 
 def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dict:
@@ -168,7 +175,7 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
           calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
-          **overrides) -> pd.DataFrame:
+          prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK, **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
     Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
@@ -184,7 +191,8 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a))
-        values = evaluate(compiled, hw, precision, columns_b, rows_s, depth_g, calibration, e2e, prefill)
+        values = evaluate(compiled, hw, precision, columns_b, rows_s, depth_g, calibration, e2e, prefill,
+                          prefill_chunk)
         if tp > 1 or replicas > 1:  # one GPU's sweep stays free of the parallel columns (and fast)
             values = with_communication(values, config, hw, tp, replicas, rows_s, depth_g, precision.activation_bytes)
         frame = _frame(values, integers=False)

@@ -17,6 +17,7 @@ import json
 import math
 
 from .api import METRIC_DEFINITIONS, Analysis, analyze
+from .inference import DEFAULT_PREFILL_CHUNK
 from .config import load_model
 from .fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from .model import ATTENTION_IMPLS, MLA_FORMS, Options
@@ -52,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a calibration FILE or 'default' (none: the ideal bound)")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
+    add_prefill_chunk(parser)
     parser.add_argument("--allow-beyond-window", action="store_true",
                         help="price a prompt + gen longer than the model's context window instead of refusing it")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
-        allow_beyond_window=args.allow_beyond_window, **kwargs, **overrides)
+        allow_beyond_window=args.allow_beyond_window, prefill_chunk=prefill_chunk(args.prefill_chunk),
+        **kwargs, **overrides)
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -81,6 +84,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [("analyze", add_arguments, run)]
+
+
+def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefill-chunk", "--chunk", metavar="N|all", dest="prefill_chunk",
+                        default=str(DEFAULT_PREFILL_CHUNK),
+                        help="prompt tokens per prefill step, which sizes the activation workspace in memory and max "
+                             "batch ('all': every prompt of the batch at once; default %(default)s)")
+
+
+def prefill_chunk(text) -> int | None:
+    return None if str(text).strip().lower() == "all" else _positive_int("--prefill-chunk", text)
 
 
 def _positive_int(flag: str, text) -> int:
@@ -145,6 +159,7 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
             row["tpot_s"] = record["napkin_tpot_s"]
             row["tokens_per_s"] = record["batch"] / record["napkin_tpot_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
+        row["prefill_chunk"] = analysis.prefill_chunk  # tokens per prefill step behind workspace_bytes; null: all
         rows.append({k: _plain(v) for k, v in row.items()})
     return rows
 
@@ -189,6 +204,7 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"calibration {_calibration_text(cal)}",
+        f"memory    weights + KV at prompt + gen + the activation workspace of {_chunk_text(analysis.prefill_chunk)}",
     ] + _size_lines(first)
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
     if method == "napkin":
@@ -199,6 +215,12 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
               f"tokens/s: {rate}. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
     return "\n".join(header + [""] + lines + [""] + footer)
+
+
+def _chunk_text(chunk) -> str:
+    if chunk is None:
+        return "every prompt of the batch prefilled at once (--prefill-chunk all)"
+    return f"one {chunk}-token prefill chunk (--prefill-chunk)"
 
 
 def _size_lines(first: dict) -> list[str]:

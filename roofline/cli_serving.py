@@ -15,6 +15,7 @@ import numpy as np
 import sympy as sp
 
 from .batching import MAX_REQUESTS
+from .cli_analyze import add_prefill_chunk, prefill_chunk
 from .config import check_context, load_model
 from .hardware import load_hardware
 from .precision import Precision, normalize_dtype
@@ -116,6 +117,7 @@ def add_crossovers(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gen", metavar="G", default="128",
                         help="generated tokens, for the KV memory behind max batch, as in analyze (default %(default)s)")
     parser.add_argument("--batch", metavar="B", default="1", help="batch for the TPOT elasticities (default %(default)s)")
+    add_prefill_chunk(parser)
 
 
 def _equation(expr) -> str:
@@ -129,13 +131,14 @@ def run_crossovers(args: argparse.Namespace) -> int:
     prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
     check_context(config, prompt + gen, allow=args.allow_beyond_window)
+    chunk = prefill_chunk(args.prefill_chunk)
     found = {"critical_batch": x.critical_batch(hw, precision, config),
              **({"expert_critical_batch": x.expert_critical_batch(config, hw, precision)} if config.n_experts else {}),
              "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
-             "max_batch": x.max_batch(config, hw, precision, prompt, gen),
+             "max_batch": x.max_batch(config, hw, precision, prompt, gen, prefill_chunk=chunk),
              "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9)}
     found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt).values()})
-    record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "gen": gen, "batch": batch,
+    record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "gen": gen, "batch": batch, "prefill_chunk": chunk,
               "weights": precision.weights, "kv": precision.kv}
     lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}, "
              f"gen {gen} (max batch holds prompt + gen tokens of KV per sequence)"]
@@ -160,7 +163,8 @@ def add_simulate(parser: argparse.ArgumentParser) -> None:
                         help="mean prompt tokens (geometric; --prompt is the same flag)")
     parser.add_argument("--output-mean", metavar="G", default="128", help="mean output tokens (geometric)")
     parser.add_argument("--max-batch", metavar="B", default="256", help="sequences per iteration at most")
-    parser.add_argument("--chunk", metavar="T", default=None, help="chunked prefill: tokens per iteration at most")
+    parser.add_argument("--chunk", "--prefill-chunk", metavar="T", dest="chunk", default=None,
+                        help="chunked prefill: tokens per iteration at most (default: none)")
     parser.add_argument("--seed", metavar="s", default="0", help="random seed (default %(default)s)")
 
 

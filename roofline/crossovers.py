@@ -20,13 +20,13 @@ from .bounds import Roofs
 from .config import ModelConfig
 from .evaluate import compile_model
 from .hardware import Hardware
-from .inference import evaluate
+from .inference import DEFAULT_PREFILL_CHUNK, evaluate
 from .model import DECODE, Options, phase_ops
 from .precision import Precision
 from .ops import expected_experts_touched
 from .symbols import B, E, S, T, b_a, b_kv, b_w, k
 
-M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
+M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, prefill workspace
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
 t0, t1, g, f = sp.symbols("t_0 t_1 g f", positive=True)  # step-time intercept, slope, asymptotic slope, fraction
 
@@ -87,17 +87,24 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
 
 
 def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-              gen: int = 0, options: Options = Options()) -> Crossover:
-    """Largest B with weights + B·(KV at prompt + gen tokens + workspace) <= memory, in closed form."""
+              gen: int = 0, options: Options = Options(), prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> Crossover:
+    """Largest B with weights + B·(KV at prompt + gen tokens) + workspace <= memory, in closed form.
+
+    The workspace is one prefill chunk's (inference.evaluate): fixed once the batch fills a chunk,
+    which is where the largest batch lies whenever a chunk's worth of sequences fits.
+    """
     cm = compile_model(config, options)
     per_sequence_kv = cm.kv_cache_expr.xreplace({B: 1})
-    solution = sp.solve(sp.Eq(W_bytes + B * (per_sequence_kv + A_ws), M), B)[0]
-    # The workspace (largest prefill op's activations for one sequence) is the one inference.evaluate uses.
-    one = evaluate(cm, hw, precision, 1.0, float(prompt), float(gen), prefill=False)
-    given = {M: hw.memory_bytes, W_bytes: cm.params * precision.weight_bytes, A_ws: float(one["workspace_bytes"]),
+    solution = sp.solve(sp.Eq(W_bytes + B * per_sequence_kv + A_ws, M), B)[0]
+    # The value is inference.evaluate's (the one memory model); A_ws is the workspace at that batch.
+    value = int(evaluate(cm, hw, precision, 1.0, float(prompt), float(gen), prefill=False,
+                         prefill_chunk=prefill_chunk)["max_batch"])
+    at = evaluate(cm, hw, precision, float(max(value, 1)), float(prompt), float(gen), prefill=False,
+                  prefill_chunk=prefill_chunk)
+    given = {M: hw.memory_bytes, W_bytes: cm.params * precision.weight_bytes, A_ws: float(at["workspace_bytes"]),
              S: prompt + gen, b_kv: precision.kv_bytes}
-    value = math.floor(max(float(solution.xreplace(given)), 0.0))
-    return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()})
+    note = f"workspace: one {prefill_chunk}-token prefill chunk" if prefill_chunk else "workspace: every prompt at once"
+    return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()}, note)
 
 
 def _widths(precision: Precision) -> dict:

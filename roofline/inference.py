@@ -6,8 +6,12 @@ Definitions (stated in every output):
         it excludes the first token.
   E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
   throughput = B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
-Memory = weights + KV cache at P + G tokens + activation workspace (the largest prefill op's
-activations), and the largest batch that fits follows in closed form.
+Memory = weights + KV cache at P + G tokens + activation workspace, and the largest batch that fits
+follows in closed form. The workspace is that of one prefill chunk, as serving engines schedule it
+(vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size): at most `prefill_chunk` prompt
+tokens at a time (default 8192), i.e. min(B, chunk // P) whole prompts, or one chunk-long piece of a
+longer prompt; each piece's workspace is its largest prefill op's activations. prefill_chunk=None
+prefills the whole batch's prompts at once. TTFT still prices the whole batch's prefill in one step.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from .evaluate import CompiledModel
 from .hardware import Hardware
 from .precision import Precision
 
+DEFAULT_PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's default max_num_batched_tokens for chunked prefill
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 
 
@@ -25,12 +30,33 @@ def _widths(precision: Precision) -> tuple:
     return precision.weight_bytes, precision.activation_bytes, precision.kv_bytes
 
 
+def check_prefill_chunk(prefill_chunk) -> None:
+    if prefill_chunk is not None and (isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, (int, np.integer))
+                                      or prefill_chunk < 1):
+        raise ValueError(f"prefill_chunk: must be a whole number of tokens >= 1 (or None: the whole batch at once), "
+                         f"got {prefill_chunk!r}; fix: use e.g. {DEFAULT_PREFILL_CHUNK}")
+
+
+def workspace(cm: CompiledModel, widths, batch, prompt, prefill_chunk=DEFAULT_PREFILL_CHUNK):
+    """(bytes of one piece's workspace, pieces in a chunk at most): a chunk holds min(B, chunk // P) whole
+    prompts, or one chunk-long piece of a longer prompt (its largest prefill op's activations)."""
+    check_prefill_chunk(prefill_chunk)
+    piece = prompt if prefill_chunk is None else np.minimum(prompt, float(prefill_chunk))
+    per_piece = cm.prefill.parts(1.0, piece, widths)  # activations scale with the sequences: one piece
+    bytes_per_piece = np.max(np.broadcast_arrays(
+        *((act_read + act_write) / count for (_, _, act_read, act_write, _, _), count
+          in zip(per_piece, cm.prefill.counts))), axis=0)
+    pieces = np.inf if prefill_chunk is None else np.maximum(np.floor(prefill_chunk / prompt), 1.0)
+    return bytes_per_piece, pieces
+
+
 def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, prompt, gen,
-             calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True) -> dict[str, np.ndarray]:
+             calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True,
+             prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> dict[str, np.ndarray]:
     """Every metric for broadcastable arrays of batch, prompt length and generated tokens.
 
     Arrays keep their own shapes (batch (nB, 1) with prompt (1, nS) evaluates a grid cheaply);
-    prefill=False skips TTFT and E2E (a decode-only sweep).
+    prefill=False skips TTFT and E2E (a decode-only sweep); prefill_chunk sets the workspace.
     """
     batch, prompt, gen = (np.asarray(x, dtype=float) for x in (batch, prompt, gen))
     widths = _widths(precision)
@@ -41,20 +67,21 @@ def evaluate(cm: CompiledModel, hw: Hardware, precision: Precision, batch, promp
     weight_bytes = cm.params * widths[0]
     kv_per_token = cm.kv_cache(1.0, 1.0, widths[2])
     kv_per_sequence = cm.kv_cache(1.0, prompt + gen, widths[2])
-    # Activations scale with the batch, so the workspace per sequence is a prefill of one sequence.
-    one_sequence = cm.prefill.parts(1.0, prompt, widths)
-    workspace_per_sequence = np.max(np.broadcast_arrays(
-        *((act_read + act_write) / count for (_, _, act_read, act_write, _, _), count
-          in zip(one_sequence, cm.prefill.counts))), axis=0)
-    max_batch = np.floor(np.maximum(hw.memory_bytes - weight_bytes, 0.0) / (kv_per_sequence + workspace_per_sequence))
+    per_piece, pieces = workspace(cm, widths, batch, prompt, prefill_chunk)
+    free = np.maximum(hw.memory_bytes - weight_bytes, 0.0)
+    # Below `pieces` sequences each brings its own workspace; past it the chunk's workspace is fixed.
+    few = np.floor(free / (kv_per_sequence + per_piece))
+    many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * per_piece, 0.0) / kv_per_sequence)
+    max_batch = np.where(few < pieces, few, many)
     kv_bytes = batch * kv_per_sequence
-    workspace = batch * workspace_per_sequence
-    memory = weight_bytes + kv_bytes + workspace
+    workspace_bytes = np.minimum(batch, pieces) * per_piece
+    memory = weight_bytes + kv_bytes + workspace_bytes
     shape = np.broadcast_shapes(batch.shape, prompt.shape, gen.shape)
 
     out = {
         "batch": batch, "prompt_len": prompt, "gen_len": gen, "params": float(cm.params), "weight_bytes": weight_bytes,
-        "kv_bytes_per_token": kv_per_token, "kv_bytes": kv_bytes, "workspace_bytes": workspace, "memory_bytes": memory,
+        "kv_bytes_per_token": kv_per_token, "kv_bytes": kv_bytes, "workspace_bytes": workspace_bytes,
+        "memory_bytes": memory,
         "fits": memory <= hw.memory_bytes, "max_batch": max_batch,
         "decode_flops": total(op[0] for op in decode), "decode_bytes": total(sum(op[1:]) for op in decode),
         "tpot_s": dec_t.roofline_s, "decode_no_overlap_s": dec_t.no_overlap_s, "decode_bound": dec_t.bound,

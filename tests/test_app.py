@@ -95,6 +95,7 @@ CHANGES = [  # (what the user does, the library call that must give the numbers 
     (lambda at: at.number_input(key="batch").set_value(64), dict(batch=[64])),
     (lambda at: at.number_input(key="prompt").set_value(8192), dict(prompt=8192)),
     (lambda at: at.number_input(key="gen").set_value(2048), dict(gen=2048)),
+    (lambda at: at.number_input(key="prefill_chunk").set_value(0), dict(prefill_chunk=None)),  # max batch 56 -> 52
     (lambda at: at.selectbox(key="hardware").set_value("h200"), dict(hardware="h200")),
     (lambda at: at.selectbox(key="kv").set_value("int8"), dict(precision=Precision(kv="int8"))),
     (lambda at: at.selectbox(key="weights").set_value("int4"), dict(precision=Precision(weights="int4"))),
