@@ -20,6 +20,8 @@ from .hardware import DATA_DIR
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2")
 GLOBAL, WINDOW = "global", "window"
+MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
+MAX_DIMENSION = 1 << 40  # any width, count or length: beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
 
 
@@ -65,12 +67,16 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
+            if value > (MAX_LAYERS if name == "n_layers" else MAX_DIMENSION):
+                raise ValueError(f"model {self.name!r}: {name} must be at most "
+                                 f"{MAX_LAYERS if name == 'n_layers' else MAX_DIMENSION}, got {value!r}")
         for name in ("window", "n_experts", "top_k", "d_expert", "n_shared_experts", "kv_lora_rank",
                      "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "learned_positions",
                      "max_positions"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_DIMENSION:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to "
+                                 f"{MAX_DIMENSION}, got {value!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"model {self.name!r}: n_heads ({self.n_heads}) must be divisible by "
                              f"n_kv_heads ({self.n_kv_heads}); pick a KV head count that divides it")
@@ -172,16 +178,20 @@ def _require(hf: dict, key: str, name: str):
     if value is None:
         raise ValueError(f"config {name!r}: missing field {key!r}; fix: add it (a positive integer) from the "
                          f"model's published config.json")
-    if not _whole(value) or value <= 0:
-        raise _bad(name, key, value, "a positive integer")
+    if not _whole(value) or value <= 0 or value > _ceiling(key):
+        raise _bad(name, key, value, f"a positive integer up to {_ceiling(key)}")
     return value
+
+
+def _ceiling(key: str) -> int:
+    return MAX_LAYERS if key in ("num_hidden_layers", "n_layer") else MAX_DIMENSION
 
 
 def _optional(hf: dict, key: str, name: str, default: int = 0, minimum: int = 0, fix: str = "") -> int:
     value = hf.get(key)
     if value is None:
         return default
-    if not _whole(value) or value < minimum:
+    if not _whole(value) or not minimum <= value <= MAX_DIMENSION:
         raise _bad(name, key, value, "a positive integer" if minimum == 1 else "a non-negative integer", fix)
     return value
 

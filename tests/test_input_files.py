@@ -37,6 +37,7 @@ GOOD_GPU = {"memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": 3.35e12, "peak
     ("llama-3.1-8b", {"rope_scaling": "llama3"}, "rope_scaling", "'llama3'"),
     ("llama-2-7b", {"tie_word_embeddings": "no"}, "tie_word_embeddings", "'no'"),
     ("gemma-2-9b", {"layer_types": 7}, "layer_types", "7"),
+    ("mixtral-8x7b", {"num_hidden_layers": 10**30}, "num_hidden_layers", str(10**30)),  # found by the slow fuzz
 ])
 def test_a_bad_config_field_names_the_file_the_field_what_was_found_and_the_fix(tmp_path, base, changes, field, found):
     path = model_file(tmp_path, base, **changes)
