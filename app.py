@@ -94,7 +94,10 @@ def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precisio
                     options: Options, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.crossovers`' quantities."""
     quantities = (
-        ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
+        ("Critical batch: weight matmuls turn compute-bound",
+         lambda: crossovers.critical_batch(hardware, precision, config)),
+        *([("Expert critical batch: each touched routed expert sees the critical batch",
+            lambda: crossovers.expert_critical_batch(config, hardware, precision))] if config.n_experts else []),
         ("Context where one sequence's KV read equals the weights",
          lambda: crossovers.kv_equals_weights_context(config, precision)),
         ("Memory wall: the largest batch that fits",

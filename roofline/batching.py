@@ -149,7 +149,8 @@ def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Resu
                   np.array(trace_s), np.array(trace_batch), padded, offered_tokens_per_s=offered)
 
 
-def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf) -> Result:
+def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
+                    progress=None) -> Result:
     """Batches formed when the server frees up: padded prefill, then decode until the longest output."""
     n = len(work.arrivals)
     first, done = np.zeros(n), np.zeros(n)
@@ -173,11 +174,13 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
         padding += int((p - work.prompts[members]).sum() + (g - work.outputs[members]).sum())
         slots += k * (p + g)
         i += k
+        if progress is not None:
+            progress(i, n)
     return _finish(STATIC, work, first, done, trace_s, trace_batch, padding / slots)
 
 
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
-                        block_size: int | None = None, chunk_tokens: int | None = None) -> Result:
+                        block_size: int | None = None, chunk_tokens: int | None = None, progress=None) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget."""
     n = len(work.arrivals)
     need = work.prompts + work.outputs
@@ -188,7 +191,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     waiting, running, reserved = deque(), [], 0.0
     trace_s, trace_batch = [], []
-    now, arrived = 0.0, 0
+    now, arrived, completed = 0.0, 0, 0
     while arrived < n or waiting or running:
         if not waiting and not running:
             now = max(now, work.arrivals[arrived])
@@ -220,13 +223,19 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             done[r] = now
             reserved -= reserve[r]
             running.remove(r)
+        if finished and progress is not None:
+            completed += len(finished)
+            progress(completed, n)
     return _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
 
 
 def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
              max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
-             precision: Precision = Precision(), options: Options = Options()) -> Result:
-    """Serve `work` on one device; KV memory is what the weights leave free."""
+             precision: Precision = Precision(), options: Options = Options(), progress=None) -> Result:
+    """Serve `work` on one device; KV memory is what the weights leave free.
+
+    progress(done, total), if given, is called as requests complete (the CLI draws a bar from it).
+    """
     if policy not in POLICIES:
         raise ValueError(f"policy: unknown policy {policy!r}; use '{STATIC}' or '{CONTINUOUS}'")
     if block_size is not None and block_size < 1:
@@ -241,5 +250,5 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
     capacity = np.floor(free / float(cm.kv_cache(1.0, 1.0, precision.kv_bytes)))
     cost = StepCost(config, hw, precision, options)
     if policy == STATIC:
-        return simulate_static(work, cost, max_batch, capacity)
-    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens)
+        return simulate_static(work, cost, max_batch, capacity, progress)
+    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 import numpy as np
 import sympy as sp
@@ -178,6 +179,23 @@ def batch_trace(times, batches, points: int = TRACE_POINTS) -> list[list]:
     return [[float(times[run[-1]]), int(np.max(np.asarray(batches)[run]))] for run in runs]
 
 
+def _progress_bar(total: int, every: float = 0.01):
+    """A bar on a terminal's stderr, redrawn each 1% of the requests; none when stderr is not a terminal."""
+    if not sys.stderr.isatty() or total < 2000:
+        return None
+    step, drawn = max(int(total * every), 1), [0]
+
+    def draw(done: int, total: int) -> None:
+        if done - drawn[0] < step and done != total:
+            return
+        drawn[0] = done
+        filled = 24 * done // total
+        sys.stderr.write(f"\rsimulate [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} requests")
+        sys.stderr.write("\n" if done == total else "")
+        sys.stderr.flush()
+    return draw
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
     from .batching import POLICIES, poisson_workload, simulate
@@ -194,7 +212,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     check_context(config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
     work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
     result = simulate(config, load_hardware(args.hardware), work, args.policy, max_batch, block, chunk,
-                      _precision(args))
+                      _precision(args), progress=_progress_bar(requests))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
               "requests": len(work.arrivals), "prompt_mean": prompt_mean, "output_mean": output_mean,

@@ -187,7 +187,10 @@ def _crossovers(config, hw, precision, analysis, inputs) -> pd.DataFrame:
     bound, scan = by_batch["decode_bound"], f"first in a sweep over 1..{SCAN_LIMIT}"
     rows = [
         _solved("critical batch: decode weight matmuls turn compute-bound",
-                lambda: crossovers.critical_batch(hw, precision), "2B / b_w = peak / bandwidth"),
+                lambda: crossovers.critical_batch(hw, precision, config), "2B / b_w = peak / bandwidth"),
+        *([_solved("expert critical batch: routed-expert matmuls turn compute-bound",
+                   lambda: crossovers.expert_critical_batch(config, hw, precision),
+                   "B·k / E(1 − (1 − k/E)^B) = critical batch")] if config.n_experts else []),
         (f"batch where the whole decode step turns compute-bound (S={prompt})",
          _first(by_batch, "batch", bound == "compute"), "", scan),
         (f"batch where KV reads overtake weight reads in decode (S={prompt})",

@@ -154,3 +154,26 @@ def test_crossovers_lists_the_expert_critical_batch_for_moe_models_only(capsys):
     assert json.loads(capsys.readouterr().out)["expert_critical_batch"] > 1000
     assert main(["crossovers", "--json"]) == 0
     assert "expert_critical_batch" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_report_gives_an_moe_model_its_expert_critical_batch():
+    from roofline import load_hardware
+    from roofline.crossovers import expert_critical_batch
+    from roofline.report import build_study
+    study = build_study("mixtral-8x7b", ["h200"], batch=[1], plots=False)
+    rows = study.devices[0].crossovers.set_index("quantity")["value"]
+    expert = rows.filter(like="expert critical batch")
+    assert len(expert) == 1
+    assert expert.iloc[0] == expert_critical_batch(load_model("mixtral-8x7b"), load_hardware("h200")).value
+    dense = build_study("llama-2-13b", ["h100-sxm"], batch=[1], plots=False).devices[0].crossovers
+    assert not dense["quantity"].str.contains("expert critical").any()
+
+
+def test_simulate_reports_progress_as_requests_complete():
+    from roofline.batching import simulate
+    seen = []
+    for policy in ("continuous", "static"):
+        seen.clear()
+        simulate("llama-3.1-8b", "h100-sxm", poisson_workload(60, 20.0, 64, 8), policy,
+                 progress=lambda done, total: seen.append((done, total)))
+        assert seen[-1] == (60, 60) and all(b[0] >= a[0] for a, b in zip(seen, seen[1:])), policy
