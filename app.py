@@ -484,8 +484,10 @@ def page_memory(analysis: Analysis, setup: Setup) -> None:
         "KV cache": metrics["kv_bytes"].map(fmt_bytes), "activations": metrics["workspace_bytes"].map(fmt_bytes),
         "total": metrics["memory_bytes"].map(fmt_bytes), "fits": metrics["fits"].map({True: "yes", False: "no"})}),
         hide_index=True)
-    st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. KV cache: "
-               f"{fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
+    chunk = analysis.prefill_chunk
+    assumed = f"one {chunk}-token prefill chunk" if chunk else "every prompt of the batch prefilled at once"
+    st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. Activations here: {assumed} (sidebar: prefill chunk). "
+               f"KV cache: {fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
 
 
 def op_frame(ops: pd.DataFrame) -> pd.DataFrame:

@@ -314,7 +314,8 @@ def _speculation(config, hw, precision, inputs) -> dict:
         probe = speculate(config, hw, drafted, 1, ACCEPTANCE, **args)
         best = probe.best_gamma  # 0: plain decoding is fastest, and speculate needs γ >= 1
         tpot.append(speculate(config, hw, drafted, best, ACCEPTANCE, **args).tpot_s if best else probe.baseline_tpot_s)
-        picked.append(f"B={b} γ={best} ({probe.best_speedup:.2f}x)" if best else f"B={b} γ=0 (plain decoding)")
+        cap = ", the search cap: a longer one may be faster" if probe.best_gamma_is_search_cap else ""
+        picked.append(f"B={b} γ={best} ({probe.best_speedup:.2f}x{cap})" if best else f"B={b} γ=0 (plain decoding)")
     metrics = pd.DataFrame({"tpot_s": tpot, "tokens_per_s": np.asarray(batches) / np.asarray(tpot), "gpus": 1})
     note = (f"α = {ACCEPTANCE} assumed; best γ: {', '.join(picked)}; the draft's weights and KV cache are not "
             "counted in memory")

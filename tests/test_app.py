@@ -366,3 +366,12 @@ def test_a_rerun_does_no_symbolic_work_and_the_default_page_rerenders_fast(monke
     # The budget is 200 ms (measured ~120 ms on a shared 2-core VM); the guard is loose so a busy CI machine
     # does not flake, and still catches a compile, a fit or constrained-layout rendering creeping into a rerun.
     assert statistics.median(times) < 1.0, times
+
+
+def test_the_memory_page_says_what_the_activation_workspace_assumes():
+    at = start()
+    at.radio(key="page").set_value("Memory").run()
+    assert any("Activations here: one 8192-token prefill chunk" in c.value for c in clean(at).caption)
+    at.number_input(key="prefill_chunk").set_value(0).run()
+    assert any("every prompt of the batch prefilled at once" in c.value for c in clean(at).caption)
+    assert metric(at, "max batch") == str(analyze(**DEFAULT, prefill_chunk=None).records()[0]["max_batch"]) == "52"
