@@ -128,6 +128,9 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     gen = _check_positive("gen", gen)
     check_context(config, prompt + gen, allow=allow_beyond_window)
     compiled = compile_model(shard(config, tp), options)  # what one GPU holds and runs
+    if not compiled.params < MAX_PARAMS:
+        raise ValueError(f"model {config.name!r}: {float(compiled.params):.3g} parameters; fix: check hidden_size, "
+                         f"intermediate_size, vocab_size and the expert counts (sizes this large are typos)")
     values = evaluate(compiled, hw, precision, batches, prompt, gen, calibration, prefill_chunk=prefill_chunk)
     values = with_communication(values, config, hw, tp, replicas, prompt, gen, precision.activation_bytes)
     return Analysis(config, hw, precision, options, calibration, compiled,
@@ -148,6 +151,7 @@ def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dic
     return {**values, **{name: to_shape(value, shape) for name, value in scoped.items()}}
 
 
+MAX_PARAMS = 1e18  # parameter counts are reported as 64-bit integers; no model comes within 10^5 of this
 INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "params_per_gpu", "params_total", "max_batch", "tp",
                    "replicas", "gpus")
 

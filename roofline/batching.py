@@ -144,7 +144,8 @@ def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Resu
     ttft, e2e = first - work.arrivals, done - work.arrivals
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(work.outputs > 1, (e2e - ttft) / (work.outputs - 1), np.nan)
-    offered = float(work.outputs.sum() / work.arrivals.max()) if work.arrivals.max() > 0 else float("inf")
+    with np.errstate(over="ignore", divide="ignore"):  # arrivals all at t ~ 0: an infinite offered rate
+        offered = float(np.float64(work.outputs.sum()) / np.float64(work.arrivals.max()))
     return Result(policy, ttft, e2e, tpot, int(work.outputs.sum()), float(done.max() - work.arrivals.min()),
                   np.array(trace_s), np.array(trace_batch), padded, offered_tokens_per_s=offered)
 

@@ -21,7 +21,7 @@ MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2")
 GLOBAL, WINDOW = "global", "window"
 MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
-MAX_DIMENSION = 1 << 40  # any width, count or length: beyond it a number is a typo, not a model
+MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
 
 

@@ -69,8 +69,13 @@ class Hardware:
         return self.peak("bf16") / self.memory_bandwidth
 
 
-def _positive(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+MAX_QUANTITY = 1e18  # bytes, bytes/s or FLOP/s in a file: beyond an exa-unit a device number is a typo
+
+
+def _positive(value, ceiling: float = math.inf) -> bool:
+    """A finite positive number; a file's numbers also stay under MAX_QUANTITY (what-ifs in code may not)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 < value <= ceiling)
 
 
 ENTRY_SHAPE = ('{"my-gpu": {"name": "...", "memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": 3.35e12, '
@@ -86,8 +91,10 @@ def _value(entry, where: str):
         entry, source = entry["value"], entry.get("source", "")
     else:
         source = ""
-    if not _positive(entry) and not (where.endswith("latency_s") and entry == 0 and not isinstance(entry, bool)):
-        raise ValueError(f"{where}: expected a positive number (SI units), got {entry!r}; fix: give a number "
+    if not _positive(entry, MAX_QUANTITY) and not (where.endswith("latency_s") and entry == 0
+                                                   and not isinstance(entry, bool)):
+        raise ValueError(f"{where}: expected a positive number (SI units, up to {MAX_QUANTITY:g}), got {entry!r}; "
+                         f"fix: give a number "
                          f"such as 3.35e12, or {{\"value\": number, \"source\": \"...\"}}")
     return entry, str(source)
 

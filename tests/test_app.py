@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app extra is not installed: pip install -e '.[app]'")
 import sympy as sp  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import roofline  # noqa: E402
@@ -20,6 +21,7 @@ from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
 from roofline.symbols import S, T  # noqa: E402
+from test_fuzz_inputs import broken_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -375,3 +377,14 @@ def test_the_memory_page_says_what_the_activation_workspace_assumes():
     at.number_input(key="prefill_chunk").set_value(0).run()
     assert any("every prompt of the batch prefilled at once" in c.value for c in clean(at).caption)
     assert metric(at, "max batch") == str(analyze(**DEFAULT, prefill_chunk=None).records()[0]["max_batch"]) == "52"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken_config())
+def test_no_uploaded_config_shows_a_traceback(raw):
+    at = start()
+    at.file_uploader(key="upload").set_value(("config.json", json.dumps(raw, allow_nan=True).encode(),
+                                              "application/json")).run()
+    clean(at)  # no exception element: the page, sidebar included, is still there
+    assert at.sidebar.selectbox and at.radio(key="page")
+    assert all("**Fix:**" in e.value for e in at.error), [e.value for e in at.error]

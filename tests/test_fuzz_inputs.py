@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roofline import analyze
+from roofline import analyze, sweep
+from roofline.cli import main
 from roofline.config import MODELS_DIR, ModelConfig, bundled_models
 from roofline.hardware import HARDWARE_FILE, read_hardware_file
 
@@ -126,5 +127,21 @@ def architecture(draw):
 def test_a_valid_random_architecture_gives_finite_non_negative_numbers(raw, batch, prompt, gen):
     config = ModelConfig.from_hf_config(raw, name="random")
     metrics = analyze(config, "h100-sxm", batch=[batch], prompt=prompt, gen=gen).metrics
-    numbers = metrics.select_dtypes("number").to_numpy(dtype=float)
-    assert np.all(np.isfinite(numbers)) and np.all(numbers >= 0)
+    grid = sweep(config, "h100-sxm", batch=[1, batch], context=[1, prompt], gen=[gen])
+    for frame in (metrics, grid):
+        numbers = frame.select_dtypes("number").to_numpy(dtype=float)
+        assert np.all(np.isfinite(numbers)) and np.all(numbers >= 0)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(broken_config(), broken_hardware())
+def test_the_cli_answers_a_malformed_file_with_exit_2_and_one_line(tmp_path_factory, capsys, raw, hardware):
+    folder = tmp_path_factory.mktemp("cli")
+    (folder / "config.json").write_text(json.dumps(raw, allow_nan=True))
+    (folder / "gpu.json").write_text(json.dumps(hardware, allow_nan=True))
+    for args in (["--model", str(folder / "config.json")], ["--hardware", str(folder / "gpu.json")]):
+        capsys.readouterr()
+        code = main(["analyze", "--batch", "1", "--prompt", "16", "--gen", "1", *args])
+        err = capsys.readouterr().err
+        assert code in (0, 2) and (code == 0 or (err.count("\n") == 1 and "error:" in err)), (code, err)

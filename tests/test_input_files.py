@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from roofline import load_hardware, load_model
+from roofline import analyze, load_hardware, load_model
 from roofline.cli import main
 from roofline.config import MODELS_DIR
 
@@ -90,3 +90,14 @@ def test_the_cli_turns_a_bad_file_into_exit_2_and_one_line(capsys, tmp_path, fla
     assert main([command, flag, str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and "fix:" in err and "Traceback" not in err, err
+
+
+def test_sizes_no_model_has_are_refused_not_overflowed(tmp_path):
+    path = model_file(tmp_path, "mixtral-8x7b", num_local_experts=1 << 20, intermediate_size=1 << 24,
+                      hidden_size=1 << 24)
+    with pytest.raises(ValueError, match="parameters; fix: check hidden_size"):
+        analyze(str(path), "h100-sxm")
+    with pytest.raises(ValueError, match="hidden_size.*up to"):
+        load_model(str(model_file(tmp_path, "llama-2-7b", hidden_size=1 << 30)))
+    with pytest.raises(ValueError, match="memory_bytes: expected a positive number \\(SI units, up to 1e\\+18\\)"):
+        load_hardware(str(hardware_file(tmp_path, {"x1": {**GOOD_GPU, "memory_bytes": 1e30}})))
