@@ -29,6 +29,7 @@ from roofline.calibration import IDEAL
 from roofline.config import FAMILIES, GLOBAL, WINDOW
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.evaluate import DEFAULT_PREFILL_CHUNK
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS
 
@@ -63,8 +64,10 @@ def uploaded_model(content: bytes, filename: str) -> ModelConfig:
         raise ValueError(f"{filename}: not a JSON file ({err})") from None
     try:
         return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
-    except (TypeError, KeyError, AttributeError) as err:  # a field of an unexpected type
-        raise ValueError(f"{filename}: a field has an unexpected type ({type(err).__name__}: {err})") from None
+    except ValueError as err:
+        raise ValueError(f"{filename}: {err}") from None
+    except (TypeError, KeyError, AttributeError, ArithmeticError) as err:  # a check the library lacks: still no traceback
+        raise ValueError(f"{filename}: a field has an unexpected type or value ({type(err).__name__}: {err})") from None
 
 
 @st.cache_resource(show_spinner=False)
@@ -89,14 +92,17 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
-                    options: Options, calibration: Calibration, tp: int) -> list:
+                    options: Options, calibration: Calibration, tp: int, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
     quantities = (
-        ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(hardware, precision)),
+        ("Critical batch: weight matmuls turn compute-bound",
+         lambda: crossovers.critical_batch(hardware, precision, config)),
+        *([("Expert critical batch: each touched routed expert sees the critical batch",
+            lambda: crossovers.expert_critical_batch(config, hardware, precision))] if config.n_experts else []),
         ("Context where one sequence's KV read equals the weights",
          lambda: crossovers.kv_equals_weights_context(config, precision)),
         ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, calibration, tp)),
+         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, calibration, tp, prefill_chunk)),
         ("Batch reaching 90% of the decode throughput asymptote",
          lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, calibration, tp)),
         ("Batch beyond which doubling it gains < 10% tokens/s",
@@ -145,6 +151,7 @@ class Setup:
     overrides: dict
     parallel: dict  # tp and replicas, for `analyze`
     speculation: dict | None
+    prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step: sizes the workspace (None: all)
 
 
 def divisors(n: int) -> list[int]:
@@ -205,6 +212,14 @@ def sidebar_workload() -> tuple[int, int, int]:
     prompt = columns[1].number_input("prompt", 1, 1 << 22, DEFAULT_PROMPT, step=256, key="prompt")
     gen = columns[2].number_input("generate", 1, 1 << 20, DEFAULT_GEN, step=64, key="gen")
     return int(batch), int(prompt), int(gen)
+
+
+def sidebar_prefill_chunk() -> int | None:
+    chunk = st.sidebar.number_input("prefill chunk (tokens; 0: every prompt at once)", 0, 1 << 22, DEFAULT_PREFILL_CHUNK,
+                                    step=1024, key="prefill_chunk",
+                                    help="prompt tokens per prefill step (chunked prefill): sizes the activation "
+                                         "workspace in memory and max batch")
+    return int(chunk) or None
 
 
 def sidebar_overrides(config: ModelConfig) -> dict:
@@ -317,12 +332,14 @@ def sidebar() -> Setup:
     hardware = sidebar_hardware()
     precision = sidebar_precision()
     batch, prompt, gen = sidebar_workload()
+    chunk = sidebar_prefill_chunk()
     overrides = sidebar_overrides(config)
     parallelism = sidebar_parallel()
     speculation = sidebar_speculation()
     cal = sidebar_calibration(hardware)
     options = sidebar_options(config)
-    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation)
+    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation,
+                 chunk)
 
 
 # ---- the one library call, and the headline ----
@@ -333,6 +350,7 @@ def run_analysis(setup: Setup) -> Analysis | None:
     try:
         return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
                        precision=setup.precision, options=setup.options, calibration=setup.calibration,
+                       allow_beyond_window=True, prefill_chunk=setup.prefill_chunk,  # beyond: flagged in the headline
                        **setup.parallel, **setup.overrides)
     except ValueError as err:
         st.error(f"**This configuration cannot be analyzed.** {err}\n\n{FIX_CONFIG}")
@@ -359,7 +377,8 @@ def headline(analysis: Analysis) -> None:
     row = st.columns(4)
     row[0].metric("TTFT", fmt_seconds(m["ttft_s"]), help=METRIC_DEFINITIONS["ttft_s"])
     row[1].metric("TPOT", fmt_seconds(m["tpot_s"]), help=METRIC_DEFINITIONS["tpot_s"])
-    row[2].metric("tokens/s", fmt_rate(m["tokens_per_s"], "tokens/s"), help=METRIC_DEFINITIONS["tokens_per_s"])
+    row[2].metric("tokens/s" + (f" (all {m['replicas']} replicas)" if m["replicas"] > 1 else ""),
+                  fmt_rate(m["tokens_per_s"], "tokens/s"), help=METRIC_DEFINITIONS["tokens_per_s"])
     row[3].metric("E2E", fmt_seconds(m["e2e_s"]), help=METRIC_DEFINITIONS["e2e_s"])
     row = st.columns([1, 0.6, 0.6, 1.4])
     row[0].metric("memory" + (" per GPU" if m.get("tp", 1) > 1 else ""), fmt_bytes(m["memory_bytes"]),
@@ -376,11 +395,18 @@ def headline(analysis: Analysis) -> None:
         row[2].metric("all-reduce in the prefill", fmt_seconds(m["prefill_comm_s"]), help="included in TTFT")
         if m["link_latency_assumed"]:
             row[3].caption("The interconnect latency is the library's assumption: the hardware file gives none.")
+    window = analysis.config.max_positions
+    if window and m["prompt_len"] + m["gen_len"] > window:
+        st.warning(f"Beyond the context window: prompt + generate = {m['prompt_len'] + m['gen_len']} tokens, but "
+                   f"{analysis.config.name} was trained for {window} positions (rope scaling included). The figures "
+                   f"price a request the model cannot serve as published: lower the prompt or generate.")
     if not m["fits"]:
         st.warning(f"Does not fit: {fmt_bytes(m['memory_bytes'])} needed, {fmt_bytes(capacity)} available "
                    f"(max batch {m['max_batch']}). Lower the batch or context, quantize weights or KV, or pick a larger device.")
     st.caption(f"{describe(analysis)}; B={m['batch']}, prompt {m['prompt_len']}, generate {m['gen_len']}; "
-               f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, "
+               + (f"{fmt_count(m['params_total'])} parameters ({fmt_count(m['params_per_gpu'])} per GPU), weights "
+                  f"{fmt_bytes(m['weight_bytes_per_gpu'])} per GPU, " if m["tp"] > 1 else
+                  f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, ") +
                f"KV {fmt_bytes(m['kv_bytes_per_token'])}/token; prefill {m['prefill_bound']}-bound; "
                f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; calibration: {analysis.calibration.name}.")
 
@@ -391,7 +417,7 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
         result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
                                        options=analysis.options, calibration=analysis.calibration,
-                                       tp=analysis.deployment.tp)
+                                       tp=analysis.deployment.tp, allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
         return
@@ -404,6 +430,8 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
                   help=f"γ draft steps {fmt_seconds(result.draft_s)} + one verify pass {fmt_seconds(result.verify_s)}")
     row[3].metric("best γ for this α and batch", str(result.best_gamma), delta=f"{result.best_speedup:.2f}×",
                   delta_color="off")
+    if result.best_gamma_is_search_cap:
+        st.caption(f"γ = {result.best_gamma} is the search cap: a longer lookahead may be faster still.")
 
 
 # ---- pages ----
@@ -412,7 +440,7 @@ def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
     """The analysis of the configuration shown, at other batch sizes."""
     return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
                    precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
-                   **setup.parallel)
+                   allow_beyond_window=True, prefill_chunk=analysis.prefill_chunk, **setup.parallel)
 
 
 def page_roofline(analysis: Analysis, setup: Setup) -> None:
@@ -451,8 +479,10 @@ def page_memory(analysis: Analysis, setup: Setup) -> None:
         "KV cache": metrics["kv_bytes"].map(fmt_bytes), "activations": metrics["workspace_bytes"].map(fmt_bytes),
         "total": metrics["memory_bytes"].map(fmt_bytes), "fits": metrics["fits"].map({True: "yes", False: "no"})}),
         hide_index=True)
-    st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. KV cache: "
-               f"{fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
+    chunk = analysis.prefill_chunk
+    assumed = f"one {chunk}-token prefill chunk" if chunk else "every prompt of the batch prefilled at once"
+    st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. Activations here: {assumed} (sidebar: prefill chunk). "
+               f"KV cache: {fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
 
 
 def op_frame(ops: pd.DataFrame) -> pd.DataFrame:
@@ -483,7 +513,8 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
     p = analysis.precision
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
                   weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
-                  calibration=analysis.calibration, prefill=False, **setup.parallel)
+                  calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk,
+                  **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
     windowed = WINDOW in analysis.config.layer_attention
     st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
@@ -528,7 +559,8 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
     st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.serving.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
-                                         setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp):
+                                         setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp,
+                                         analysis.prefill_chunk):
         if isinstance(result, str):
             st.markdown(f"- {title}: not defined here ({result})")
             continue
@@ -579,7 +611,8 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
         return
     try:
         other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
-                        options=setup.options, calibration=analysis.calibration, **setup.parallel, **overrides)
+                        options=setup.options, calibration=analysis.calibration, allow_beyond_window=True,
+                        prefill_chunk=analysis.prefill_chunk, **setup.parallel, **overrides)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
         return

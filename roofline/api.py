@@ -7,16 +7,17 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .bounds import BOUNDS, COMMUNICATION
+from .bounds import BOUNDS, COMMUNICATION, to_shape
 from .calibration import IDEAL, Calibration
 from .compiled import COMPONENTS
-from .config import ModelConfig, load_model
+from .config import ModelConfig, check_context, load_model
 from .cost import BYTE_CATEGORIES
 from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
 from .engine import Engine, load_engine
 from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
-from .model import DECODE, PREFILL, Options, decode_context
+from .model import DECODE, PREFILL, Options, decode_context, parameter_count
+from .evaluate import DEFAULT_PREFILL_CHUNK
 from .precision import Precision
 
 METRIC_DEFINITIONS = {
@@ -34,9 +35,19 @@ METRIC_DEFINITIONS = {
     "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
     "decode_bound_s": "seconds of the decode step spent waiting on its binding resource (before communication)",
     "napkin_memory_bytes": "the lecture's memory: weight bytes + KV bytes at prompt_len (no workspace)",
-    "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace (largest prefill op); "
-                    "the lecture's memory figure counts KV at prompt_len and no workspace",
-    "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and workspace fit in memory",
+    "memory_bytes": "weights + KV cache at prompt_len + gen_len tokens + activation workspace of one chunked-prefill "
+                    "step (prefill_chunk tokens, default 8192: min(batch, chunk // prompt_len) prompts, or one chunk of "
+                    "a longer prompt; its largest prefill op); the lecture's memory figure counts KV at prompt_len and "
+                    "no workspace",
+    "max_batch": "largest batch whose weights, KV cache at prompt_len + gen_len and one prefill chunk's workspace fit "
+                 "in memory",
+    "workspace_bytes": "activations of one chunked-prefill step: its largest prefill op, for min(batch, prefill_chunk // "
+                       "prompt_len) prompts or one prefill_chunk-token piece of a longer prompt",
+    "params_per_gpu": "parameters one GPU holds (its tensor-parallel shard; `params` is the same figure)",
+    "params_total": "parameters of the model (each replica holds them all, once)",
+    "weight_bytes_total": "weight bytes over every GPU of every replica (the model's weights x replicas)",
+    "memory_bytes_per_gpu": "memory one GPU needs (`memory_bytes` is the same figure)",
+    "memory_bytes_total": "memory over every GPU of every replica",
 }
 
 
@@ -59,6 +70,7 @@ class Analysis:
     """The metrics of one deployment at each batch size, and the per-op detail behind them."""
     deployment: Deployment
     metrics: pd.DataFrame  # one row per batch size
+    prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step behind the workspace (None: all)
 
     config = property(lambda self: self.deployment.config)
     hardware = property(lambda self: self.deployment.hardware)
@@ -109,6 +121,7 @@ class Analysis:
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
             calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, engine: str | Engine | None = None,
+            allow_beyond_window: bool = False, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
             **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
@@ -117,16 +130,23 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     engine: a profile (data/engines name, YAML path or Engine): the times are that engine's estimate,
     and ideal_ttft_s, ideal_tpot_s, ideal_e2e_s keep the roofline bound beside them.
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
+    prompt + gen beyond the model's context window is refused unless allow_beyond_window.
+    prefill_chunk: prompt tokens per prefill step, which sizes the activation workspace (None: the whole batch).
     """
     config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
+    check_context(config, prompt + gen, allow=allow_beyond_window)
     engine = load_engine(engine)
     deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas, engine=engine)
-    values = with_ideal(deployment, evaluate(deployment, batches, prompt, gen, parallel_columns=True),
-                        lambda d: evaluate(d, batches, prompt, gen, parallel_columns=True))
-    return Analysis(deployment, _frame(values, integers=True))
+    if not deployment.compiled.params < MAX_PARAMS:
+        raise ValueError(f"model {config.name!r}: {float(deployment.compiled.params):.3g} parameters; fix: check "
+                         "hidden_size, intermediate_size, vocab_size and the expert counts (sizes this large are typos)")
+    values = with_ideal(deployment, evaluate(deployment, batches, prompt, gen, parallel_columns=True,
+                                             prefill_chunk=prefill_chunk),
+                        lambda d: evaluate(d, batches, prompt, gen, parallel_columns=True, prefill_chunk=prefill_chunk))
+    return Analysis(deployment, _frame(_with_scopes(values, config, precision), integers=True), prefill_chunk)
 
 
 def with_ideal(deployment: Deployment, values: dict, evaluate_at) -> dict:
@@ -140,7 +160,23 @@ def with_ideal(deployment: Deployment, values: dict, evaluate_at) -> dict:
     return out
 
 
-INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "max_batch", "tp", "replicas", "gpus")
+def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dict:
+    """Each size figure twice, labelled by scope: on one GPU (`params`, `weight_bytes` and `memory_bytes` are
+    that shard's, as before) and over the whole deployment (every GPU of every replica)."""
+    shape = np.shape(values["tpot_s"])
+    gpus = float(np.ravel(values["gpus"])[0])
+    tp = int(np.ravel(values["tp"])[0])
+    params_total = float(np.ravel(values["params"])[0]) if tp == 1 else float(parameter_count(config))
+    scoped = {"params_per_gpu": values["params"], "params_total": params_total,
+              "weight_bytes_per_gpu": values["weight_bytes"],
+              "weight_bytes_total": params_total * precision.weight_bytes * values["replicas"],
+              "memory_bytes_per_gpu": values["memory_bytes"], "memory_bytes_total": values["memory_bytes"] * gpus}
+    return {**values, **{name: to_shape(value, shape) for name, value in scoped.items()}}
+
+
+MAX_PARAMS = 1e18  # parameter counts are reported as 64-bit integers; no model comes within 10^5 of this
+INTEGER_COLUMNS = ("batch", "prompt_len", "gen_len", "params", "params_per_gpu", "params_total", "max_batch", "tp",
+                   "replicas", "gpus")
 
 
 BOUND_NAMES = np.asarray(BOUNDS, dtype=object)
@@ -166,7 +202,8 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
           calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
-          engine: str | Engine | None = None, **overrides) -> pd.DataFrame:
+          engine: str | Engine | None = None, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
+          **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
     Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
@@ -184,8 +221,9 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
         deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas,
                                 engine=load_engine(engine))
         # one GPU's sweep stays free of the parallel columns (and fast)
-        values = with_ideal(deployment, evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill),
-                            lambda d: evaluate(d, columns_b, rows_s, depth_g, e2e, prefill))
+        values = with_ideal(deployment, evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill,
+                                                 prefill_chunk=prefill_chunk),
+                            lambda d: evaluate(d, columns_b, rows_s, depth_g, e2e, prefill, prefill_chunk=prefill_chunk))
         frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
         frames.append(frame)

@@ -9,15 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+
+import numpy as np
 
 from .hardware import DATA_DIR
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2")
 GLOBAL, WINDOW = "global", "window"
+MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
+MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
 
 
@@ -55,17 +59,24 @@ class ModelConfig:
     v_head_dim: int = 0  # Hv
     cla_factor: int = 1  # cross-layer attention: one KV cache shared by this many layers (what-if)
     source_hash: str = ""
+    # Positions the model was trained for, rope scaling's extension included (0: unknown, unchecked).
+    max_positions: int = field(default=0, compare=False)
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"model {self.name!r}: {name} must be a positive integer, got {value!r}")
+            if value > (MAX_LAYERS if name == "n_layers" else MAX_DIMENSION):
+                raise ValueError(f"model {self.name!r}: {name} must be at most "
+                                 f"{MAX_LAYERS if name == 'n_layers' else MAX_DIMENSION}, got {value!r}")
         for name in ("window", "n_experts", "top_k", "d_expert", "n_shared_experts", "kv_lora_rank",
-                     "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "learned_positions"):
+                     "q_lora_rank", "qk_rope_dim", "qk_nope_dim", "v_head_dim", "learned_positions",
+                     "max_positions"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_DIMENSION:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to "
+                                 f"{MAX_DIMENSION}, got {value!r}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"model {self.name!r}: n_heads ({self.n_heads}) must be divisible by "
                              f"n_kv_heads ({self.n_kv_heads}); pick a KV head count that divides it")
@@ -123,6 +134,16 @@ class ModelConfig:
         return cls(name=name, family=family, source_hash=digest, **fields)
 
 
+def check_context(config: ModelConfig, tokens, what: str = "prompt + gen", allow: bool = False) -> None:
+    """Refuse a request longer than the positions the model was trained for (rope scaling included)."""
+    longest = int(max(np.max(np.asarray(tokens, dtype=float)), 0))
+    if allow or not config.max_positions or longest <= config.max_positions:
+        return
+    raise ValueError(f"{what}: {longest} tokens exceed the {config.max_positions}-token context window of "
+                     f"{config.name!r} (max_position_embeddings, rope scaling included); fix: shorten the prompt "
+                     f"or the output, or price it anyway with allow_beyond_window=True (CLI: --allow-beyond-window)")
+
+
 # What a validation measurement records of its model: a Llama-shaped decoder, optionally with
 # Mixtral-style MoE, a Mistral-style window or DeepSeek's MLA, each on every layer.
 MEASURED_DIMS = ("n_layers", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size")
@@ -147,22 +168,65 @@ def uniform_layers(config: ModelConfig) -> bool:
     return len(set(config.layer_attention)) == 1 and len(set(config.layer_mlp)) == 1
 
 
+def _bad(name: str, key: str, value, expected: str, fix: str = "") -> ValueError:
+    """The one shape of a bad-field message: the file, the field, what was found, what is expected, the fix."""
+    fix = fix or f"set {key!r} to {expected} as in the model's published config.json, or remove it if optional"
+    return ValueError(f"config {name!r}: field {key!r} must be {expected}, got {value!r}; fix: {fix}")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _require(hf: dict, key: str, name: str):
     value = hf.get(key)
     if value is None:
-        raise ValueError(f"config {name!r}: missing field {key!r}")
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"config {name!r}: field {key!r} must be a positive integer, got {value!r}")
+        raise ValueError(f"config {name!r}: missing field {key!r}; fix: add it (a positive integer) from the "
+                         f"model's published config.json")
+    if not _whole(value) or value <= 0 or value > _ceiling(key):
+        raise _bad(name, key, value, f"a positive integer up to {_ceiling(key)}")
     return value
 
 
-def _optional(hf: dict, key: str, name: str, default: int = 0) -> int:
+def _ceiling(key: str) -> int:
+    return MAX_LAYERS if key in ("num_hidden_layers", "n_layer") else MAX_DIMENSION
+
+
+def _optional(hf: dict, key: str, name: str, default: int = 0, minimum: int = 0, fix: str = "") -> int:
     value = hf.get(key)
     if value is None:
         return default
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"config {name!r}: field {key!r} must be a non-negative integer, got {value!r}")
+    if not _whole(value) or not minimum <= value <= MAX_DIMENSION:
+        raise _bad(name, key, value, "a positive integer" if minimum == 1 else "a non-negative integer", fix)
     return value
+
+
+def _flag(hf: dict, key: str, name: str, default: bool = False) -> bool:
+    value = hf.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _bad(name, key, value, "true or false")
+    return value
+
+
+def _max_positions(hf: dict, name: str) -> int:
+    """Trained positions, extended by rope scaling (linear, dynamic, yarn: factor x the original length;
+    llama3-style files already list the extended length as max_position_embeddings)."""
+    trained = _optional(hf, "max_position_embeddings", name)
+    scaling = hf.get("rope_scaling")
+    if scaling is None:
+        return trained
+    if not isinstance(scaling, dict):
+        raise _bad(name, "rope_scaling", scaling, "an object such as {\"rope_type\": \"yarn\", \"factor\": 4.0} or null")
+    factor = scaling.get("factor", 1.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 1 <= factor < 1e6:
+        raise _bad(name, "rope_scaling.factor", factor, "a number >= 1")
+    original = _optional(scaling, "original_max_position_embeddings", name)
+    kind = scaling.get("rope_type", scaling.get("type"))
+    if original:
+        return max(trained, int(factor * original))
+    return int(factor * trained) if kind in ("linear", "dynamic", "yarn") else trained
 
 
 def _decoder_fields(hf: dict, family: str, name: str) -> dict:
@@ -175,14 +239,15 @@ def _decoder_fields(hf: dict, family: str, name: str) -> dict:
         head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
         d_ff=_require(hf, "intermediate_size", name),
         vocab_size=_require(hf, "vocab_size", name),
-        tied_embeddings=bool(hf.get("tie_word_embeddings", family == "gemma2")),
+        tied_embeddings=_flag(hf, "tie_word_embeddings", name, family == "gemma2"),
+        max_positions=_max_positions(hf, name),
     )
     if family in ("llama", "mistral", "mixtral"):
-        fields.update(qkv_bias=bool(hf.get("attention_bias")), out_bias=bool(hf.get("attention_bias")),
-                      mlp_bias=bool(hf.get("mlp_bias")))
+        bias = _flag(hf, "attention_bias", name)
+        fields.update(qkv_bias=bias, out_bias=bias, mlp_bias=_flag(hf, "mlp_bias", name))
     if family == "qwen2":
         fields.update(qkv_bias=True)  # Qwen2 architecture: q/k/v projections carry a bias, o_proj none
-    fields.update(_attention_pattern(hf, family, n_layers))
+    fields.update(_attention_pattern(hf, family, n_layers, name))
     if family == "gemma2":
         fields.update(norms_per_layer=4)
     if family == "mixtral":
@@ -193,49 +258,65 @@ def _decoder_fields(hf: dict, family: str, name: str) -> dict:
     return fields
 
 
-def _attention_pattern(hf: dict, family: str, n_layers: int) -> dict:
-    window = hf.get("sliding_window") or 0
+def _layer_types(hf: dict, n_layers: int, name: str) -> tuple:
+    types = hf["layer_types"]
+    if (not isinstance(types, list) or len(types) != n_layers
+            or not all(isinstance(t, str) for t in types)):
+        raise _bad(name, "layer_types", types, f"a list of {n_layers} strings (one per layer, e.g. "
+                   f"\"sliding_attention\" or \"full_attention\")", "list one type per layer, or remove the field")
+    return tuple(WINDOW if "sliding" in t else GLOBAL for t in types)
+
+
+def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
+    window = _optional(hf, "sliding_window", name, fix="give the window in tokens (e.g. 4096), or null for none")
     if "layer_types" in hf and hf["layer_types"]:
-        pattern = tuple(WINDOW if "sliding" in t else GLOBAL for t in hf["layer_types"])
+        pattern = _layer_types(hf, n_layers, name)
     elif family == "mistral" and window:
         pattern = (WINDOW,) * n_layers
     elif family == "gemma2":
         # transformers' Gemma2: layer i uses the sliding window when i is even, full attention when odd.
         pattern = tuple(WINDOW if i % 2 == 0 else GLOBAL for i in range(n_layers))
-    elif family == "qwen2" and hf.get("use_sliding_window") and window:
-        first = hf.get("max_window_layers", n_layers)
+    elif family == "qwen2" and _flag(hf, "use_sliding_window", name) and window:
+        first = _optional(hf, "max_window_layers", name, default=n_layers)
         pattern = tuple(WINDOW if i >= first else GLOBAL for i in range(n_layers))
     else:
         pattern = (GLOBAL,) * n_layers
-    return dict(window=int(window) if WINDOW in pattern else 0, layer_attention=pattern)
+    if WINDOW in pattern and not window:
+        raise ValueError(f"config {name!r}: field 'sliding_window' must be a positive integer when layers use "
+                         f"sliding-window attention, got {hf.get('sliding_window')!r}; fix: give the window in tokens "
+                         f"(e.g. 4096)")
+    return dict(window=window if WINDOW in pattern else 0, layer_attention=pattern)
 
 
 def _deepseek_fields(hf: dict, family: str, n_layers: int, name: str) -> dict:
-    first_dense = hf.get("first_k_dense_replace", 0)
-    every = hf.get("moe_layer_freq", 1)
-    n_experts = hf.get("n_routed_experts") or 0
+    first_dense = _optional(hf, "first_k_dense_replace", name,
+                            fix="give the number of leading dense layers as a whole number (e.g. 3), or remove it (0)")
+    every = _optional(hf, "moe_layer_freq", name, default=1, minimum=1,
+                      fix="set it to 1 (every layer from first_k_dense_replace on is MoE) or remove it")
+    n_experts = _optional(hf, "n_routed_experts", name)
     layer_mlp = tuple(MOE if n_experts and i >= first_dense and i % every == 0 else DENSE for i in range(n_layers))
     rope = _require(hf, "qk_rope_head_dim", name)
     nope = _require(hf, "qk_nope_head_dim", name)
     return dict(
         layer_mlp=layer_mlp, n_experts=n_experts,
-        top_k=hf.get("num_experts_per_tok") or 0, d_expert=hf.get("moe_intermediate_size") or 0,
-        n_shared_experts=hf.get("n_shared_experts") or 0, router_bias=family == "deepseek_v3",
-        kv_lora_rank=_require(hf, "kv_lora_rank", name), q_lora_rank=hf.get("q_lora_rank") or 0,
+        top_k=_optional(hf, "num_experts_per_tok", name), d_expert=_optional(hf, "moe_intermediate_size", name),
+        n_shared_experts=_optional(hf, "n_shared_experts", name), router_bias=family == "deepseek_v3",
+        kv_lora_rank=_require(hf, "kv_lora_rank", name), q_lora_rank=_optional(hf, "q_lora_rank", name),
         qk_rope_dim=rope, qk_nope_dim=nope, v_head_dim=_require(hf, "v_head_dim", name),
-        head_dim=rope + nope, n_kv_heads=hf.get("num_attention_heads"),
+        head_dim=rope + nope, n_kv_heads=_require(hf, "num_attention_heads", name),
     )
 
 
 def _gpt2_fields(hf: dict, name: str) -> dict:
     d_model = _require(hf, "n_embd", name)
     n_heads = _require(hf, "n_head", name)
+    positions = _require(hf, "n_positions", name)
     return dict(
         d_model=d_model, n_layers=_require(hf, "n_layer", name), n_heads=n_heads, n_kv_heads=n_heads,
         head_dim=d_model // n_heads,  # GPT-2 defines the head size as n_embd / n_head
-        d_ff=hf.get("n_inner") or 4 * d_model, vocab_size=_require(hf, "vocab_size", name),
-        gated_mlp=False, layer_norm=True, tied_embeddings=bool(hf.get("tie_word_embeddings", True)),
-        learned_positions=_require(hf, "n_positions", name), qkv_bias=True, out_bias=True, mlp_bias=True,
+        d_ff=_optional(hf, "n_inner", name) or 4 * d_model, vocab_size=_require(hf, "vocab_size", name),
+        gated_mlp=False, layer_norm=True, tied_embeddings=_flag(hf, "tie_word_embeddings", name, True),
+        learned_positions=positions, qkv_bias=True, out_bias=True, mlp_bias=True, max_positions=positions,
     )
 
 
@@ -249,7 +330,8 @@ def bundled_models() -> list[str]:
 
 
 def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
-    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b') or a path to a config.json."""
+    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, or a
+    Hugging Face snapshot directory holding one."""
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)
@@ -265,12 +347,19 @@ def _load_bundled(name: str) -> ModelConfig:
 
 def _load_path(text: str) -> ModelConfig:
     path = Path(text)
-    if not path.is_file():
+    if path.is_dir():  # a Hugging Face snapshot directory: its config.json
+        if not (path / "config.json").is_file():
+            raise ValueError(f"model: directory {text!r} holds no config.json; fix: pass a Hugging Face snapshot "
+                             f"directory (the one holding config.json next to the weights) or the config.json path")
+        path = path / "config.json"
+    elif not path.is_file():
         path = MODELS_DIR / f"{text}.json"
         if not path.is_file():
-            raise ValueError(f"model: unknown model {text!r}; bundled: {', '.join(bundled_models())}, or pass a config.json path")
+            raise ValueError(f"model: unknown model {text!r}; fix: use a bundled name ({', '.join(bundled_models())}), "
+                             f"a config.json path or a Hugging Face snapshot directory holding config.json")
     try:
         raw = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"model config {str(path)!r}: cannot read JSON ({err})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"model config {str(path)!r}: cannot read JSON ({err}); fix: pass a Hugging Face "
+                         f"config.json") from None
     return ModelConfig.from_hf_config(raw, name=path.stem if path.parent == MODELS_DIR else text)

@@ -6,6 +6,7 @@ in the same shape works too (plain numbers are accepted in place of {value, sour
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,14 +34,19 @@ class Hardware:
 
     def __post_init__(self):
         for name in ("memory_bytes", "memory_bandwidth"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {value!r}")
+            if not _positive(getattr(self, name)):
+                raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {getattr(self, name)!r}")
+        if not isinstance(self.peak_flops, dict):
+            raise ValueError(f"hardware {self.id!r}: peak_flops must map dtypes to FLOP/s, got {self.peak_flops!r}")
         for dtype, value in self.peak_flops.items():
             if dtype != "tf32":  # tf32 is listed for reference; no Precision computes in it
                 normalize_dtype(dtype, f"hardware {self.id!r} peak_flops")
-            if not isinstance(value, (int, float)) or not value > 0:
+            if not _positive(value):
                 raise ValueError(f"hardware {self.id!r}: peak_flops[{dtype!r}] must be positive, got {value!r}")
+        for name in ("interconnect_bandwidth", "interconnect_latency"):
+            value = getattr(self, name)
+            if value is not None and not (_positive(value) or (name == "interconnect_latency" and value == 0)):
+                raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {value!r}")
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit."""
@@ -63,32 +69,69 @@ class Hardware:
         return self.peak("bf16") / self.memory_bandwidth
 
 
+MAX_QUANTITY = 1e18  # bytes, bytes/s or FLOP/s in a file: beyond an exa-unit a device number is a typo
+
+
+def _positive(value, ceiling: float = math.inf) -> bool:
+    """A finite positive number; a file's numbers also stay under MAX_QUANTITY (what-ifs in code may not)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 < value <= ceiling)
+
+
+ENTRY_SHAPE = ('{"my-gpu": {"name": "...", "memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": 3.35e12, '
+               '"peak_flops": {"bf16": 9.89e14}, "interconnect": {"bytes_per_s": 4.5e11, "latency_s": 1e-5}}}')
+
+
 def _value(entry, where: str):
+    """A number or {value, source}: (value, source); anything else names the field and the shape it needs."""
     if isinstance(entry, dict):
         if "value" not in entry:
-            raise ValueError(f"{where}: expected a number or {{value, source}}, got keys {sorted(entry)}")
-        return entry["value"], entry.get("source", "")
-    return entry, ""
+            raise ValueError(f"{where}: expected a number or {{value, source}}, got keys {sorted(entry)}; "
+                             f"fix: give a number (SI units) or {{\"value\": number, \"source\": \"...\"}}")
+        entry, source = entry["value"], entry.get("source", "")
+    else:
+        source = ""
+    if not _positive(entry, MAX_QUANTITY) and not (where.endswith("latency_s") and entry == 0
+                                                   and not isinstance(entry, bool)):
+        raise ValueError(f"{where}: expected a positive number (SI units, up to {MAX_QUANTITY:g}), got {entry!r}; "
+                         f"fix: give a number "
+                         f"such as 3.35e12, or {{\"value\": number, \"source\": \"...\"}}")
+    return entry, str(source)
+
+
+def _object(raw, where: str, shape: str) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object {shape}, got {raw!r}; fix: write it as {shape}")
+    return raw
 
 
 def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
     if not isinstance(raw, dict):
-        raise ValueError(f"hardware {hw_id!r}: entry must be an object, got {type(raw).__name__}")
+        raise ValueError(f"hardware {hw_id!r}: entry must be an object of fields, got {raw!r}; fix: key the file by a "
+                         f"hardware id, e.g. {ENTRY_SHAPE}")
     sources = {}
     values = {}
     for key in ("memory_bytes", "memory_bandwidth_bytes_per_s"):
         if key not in raw:
-            raise ValueError(f"hardware {hw_id!r}: missing field {key!r}")
+            raise ValueError(f"hardware {hw_id!r}: missing field {key!r}; fix: add it in SI units, e.g. {ENTRY_SHAPE}")
         values[key], sources[key] = _value(raw[key], f"hardware {hw_id!r} {key}")
     peaks = {}
-    for dtype, entry in (raw.get("peak_flops") or {}).items():
+    for dtype, entry in _object(raw.get("peak_flops"), f"hardware {hw_id!r} peak_flops",
+                                '{"bf16": 9.89e14, "fp8": 1.979e15} (dense FLOP/s per dtype)').items():
         peaks[dtype], sources[f"peak_flops.{dtype}"] = _value(entry, f"hardware {hw_id!r} peak_flops.{dtype}")
-    link = raw.get("interconnect") or {}
-    link_bw, sources["interconnect"] = _value(link.get("bytes_per_s"), "interconnect") if link.get("bytes_per_s") else (None, "")
-    link_lat, _ = _value(link.get("latency_s"), "interconnect") if link.get("latency_s") else (None, "")
+    link = _object(raw.get("interconnect"), f"hardware {hw_id!r} interconnect",
+                   '{"bytes_per_s": 4.5e11, "latency_s": 1e-5} (per GPU, per direction)')
+    link_bw, link_lat = None, None
+    if link.get("bytes_per_s") is not None:
+        link_bw, sources["interconnect"] = _value(link["bytes_per_s"], f"hardware {hw_id!r} interconnect.bytes_per_s")
+    if link.get("latency_s") is not None:
+        link_lat, _ = _value(link["latency_s"], f"hardware {hw_id!r} interconnect.latency_s")
+    name = raw.get("name", hw_id)
     return Hardware(
         id=hw_id,
-        name=raw.get("name", hw_id),
+        name=name if isinstance(name, str) else str(hw_id),
         memory_bytes=values["memory_bytes"],
         memory_bandwidth=values["memory_bandwidth_bytes_per_s"],
         peak_flops=peaks,
@@ -99,13 +142,23 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
 
 
 def read_hardware_file(path: Path) -> dict[str, Hardware]:
+    where = f"hardware file {str(path)!r}"
     try:
         raw = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"hardware file {str(path)!r}: cannot read JSON ({err})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{where}: cannot read JSON ({err}); fix: write it as {ENTRY_SHAPE}") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"hardware file {str(path)!r}: top level must be an object keyed by hardware id")
-    return {hw_id: hardware_from_dict(hw_id, entry) for hw_id, entry in raw.items()}
+        raise ValueError(f"{where}: top level must be an object keyed by hardware id; fix: write it as {ENTRY_SHAPE}")
+    if "memory_bytes" in raw or "memory_bandwidth_bytes_per_s" in raw:
+        raise ValueError(f"{where}: the fields sit at the top level, not under a hardware id; fix: wrap them in "
+                         f"an id, e.g. {ENTRY_SHAPE}")
+    entries = {}
+    for hw_id, entry in raw.items():
+        try:
+            entries[hw_id] = hardware_from_dict(hw_id, entry)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+    return entries
 
 
 @lru_cache(maxsize=1)

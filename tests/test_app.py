@@ -11,19 +11,27 @@ import pytest
 
 pytest.importorskip("streamlit", reason="the app extra is not installed: pip install -e '.[app]'")
 import sympy as sp  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from roofline import analyze, load_model  # noqa: E402
+import roofline  # noqa: E402
+from roofline import load_model  # noqa: E402
 from roofline import calibration as calibrations  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
 from roofline.symbols import S, T  # noqa: E402
+from test_fuzz_inputs import broken_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime map", "Derivation", "Compare", "Validation")
 DEFAULT = dict(model="llama-2-13b", hardware="h100-sxm", batch=[1], prompt=1024, gen=128)
+
+
+def analyze(*args, **kwargs):
+    """The library call the app makes: a context beyond the model's window is priced and flagged, not refused."""
+    return roofline.analyze(*args, allow_beyond_window=True, **kwargs)
 
 
 def start() -> AppTest:
@@ -36,7 +44,8 @@ def clean(at: AppTest) -> AppTest:
 
 
 def metric(at: AppTest, label: str) -> str:
-    values = [m.value for m in at.metric if m.label == label]
+    """A metric by its label; with replicas the tokens/s label says it counts them all."""
+    values = [m.value for m in at.metric if m.label == label or (label == "tokens/s" and m.label.startswith("tokens/s ("))]
     assert values, f"no metric {label!r} among {[m.label for m in at.metric]}"
     return values[0]
 
@@ -80,12 +89,15 @@ def test_every_view_runs_without_exception_or_error(model):
         clean(at)
         assert not at.error, (page, [e.value for e in at.error])
     assert shown(at) == expected(analyze(model, "h100-sxm", batch=[1], prompt=1024, gen=128))
+    beyond = [w.value for w in at.warning if "Beyond the context window" in w.value]
+    assert bool(beyond) == (model == "gpt2"), beyond  # GPT-2's 1024 positions: 1024 + 128 is flagged, not hidden
 
 
 CHANGES = [  # (what the user does, the library call that must give the numbers shown)
     (lambda at: at.number_input(key="batch").set_value(64), dict(batch=[64])),
     (lambda at: at.number_input(key="prompt").set_value(8192), dict(prompt=8192)),
     (lambda at: at.number_input(key="gen").set_value(2048), dict(gen=2048)),
+    (lambda at: at.number_input(key="prefill_chunk").set_value(0), dict(prefill_chunk=None)),  # max batch 56 -> 52
     (lambda at: at.selectbox(key="hardware").set_value("h200"), dict(hardware="h200")),
     (lambda at: at.selectbox(key="kv").set_value("int8"), dict(precision=Precision(kv="int8"))),
     (lambda at: at.selectbox(key="weights").set_value("int4"), dict(precision=Precision(weights="int4"))),
@@ -120,6 +132,7 @@ def test_tensor_parallelism_and_replicas_reach_the_library():
     library = analyze(**DEFAULT, tp=2, replicas=3)
     assert shown(at) == expected(library)
     assert metric(at, "GPUs") == "6"
+    assert metric(at, "tokens/s (all 3 replicas)") == fmt_rate(library.records()[0]["tokens_per_s"], "tokens/s")
     assert metric(at, "all-reduce per decode step") == fmt_seconds(library.records()[0]["comm_s"])
     for page in PAGES:
         at.radio(key="page").set_value(page).run()
@@ -184,6 +197,11 @@ def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
     (json.dumps({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
                  "num_key_value_heads": 5, "intermediate_size": 11008, "vocab_size": 32000}).encode(),
      "must be divisible by n_kv_heads"),
+    # issue 15: these two were tracebacks that replaced the whole page, sidebar included
+    (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "moe_layer_freq": 0}).encode(),
+     "field 'moe_layer_freq' must be a positive integer, got 0"),
+    (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "first_k_dense_replace": "3"}).encode(),
+     "field 'first_k_dense_replace' must be a non-negative integer, got '3'"),
 ])
 def test_a_malformed_upload_shows_the_reason_and_the_fix_and_the_page_keeps_working(content, reason):
     at = clean(start())
@@ -364,3 +382,23 @@ def test_a_rerun_does_no_symbolic_work_and_the_default_page_rerenders_fast(monke
     # The budget is 200 ms (measured ~120 ms on a shared 2-core VM); the guard is loose so a busy CI machine
     # does not flake, and still catches a compile, a fit or constrained-layout rendering creeping into a rerun.
     assert statistics.median(times) < 1.0, times
+
+
+def test_the_memory_page_says_what_the_activation_workspace_assumes():
+    at = start()
+    at.radio(key="page").set_value("Memory").run()
+    assert any("Activations here: one 8192-token prefill chunk" in c.value for c in clean(at).caption)
+    at.number_input(key="prefill_chunk").set_value(0).run()
+    assert any("every prompt of the batch prefilled at once" in c.value for c in clean(at).caption)
+    assert metric(at, "max batch") == str(analyze(**DEFAULT, prefill_chunk=None).records()[0]["max_batch"]) == "52"
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(broken_config())
+def test_no_uploaded_config_shows_a_traceback(raw):
+    at = start()
+    at.file_uploader(key="upload").set_value(("config.json", json.dumps(raw, allow_nan=True).encode(),
+                                              "application/json")).run()
+    clean(at)  # no exception element: the page, sidebar included, is still there
+    assert at.sidebar.selectbox and at.radio(key="page")
+    assert all("**Fix:**" in e.value for e in at.error), [e.value for e in at.error]

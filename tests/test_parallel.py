@@ -112,7 +112,7 @@ def test_tp_breakeven_and_fastest_degree_solve_their_equations():
 
 @settings(max_examples=15, deadline=None)
 @given(st.sampled_from(["llama-2-7b", "llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b"]), st.sampled_from([1, 2, 4]),
-       st.integers(1, 256), st.integers(1, 8192))
+       st.integers(1, 256), st.integers(1, 4092))  # within every window (Llama-2: 4096)
 def test_per_gpu_memory_falls_with_tp_and_comm_is_nonnegative(model, tp, batch, prompt):
     base = metrics_of(model, H100, tp=1, batch=[batch], prompt=prompt, gen=4)
     sharded = metrics_of(model, H100, tp=tp, batch=[batch], prompt=prompt, gen=4)
@@ -166,6 +166,6 @@ def test_a_parallel_sweep_matches_parallel_analyses():
     grid = sweep("llama-2-70b", H100, batch=[1, 64], context=[1024, 8192], gen=[16], tp=8, prefill=False)
     for _, point in grid.iterrows():
         one = analyze("llama-2-70b", H100, batch=[int(point["batch"])], prompt=int(point["prompt_len"]), gen=16,
-                      tp=8).metrics.iloc[0]
+                      tp=8, allow_beyond_window=True).metrics.iloc[0]  # sweeps do not check the window
         assert point["tpot_s"] == pytest.approx(one["tpot_s"])
         assert point["decode_bound"] == one["decode_bound"]

@@ -70,7 +70,7 @@ def test_default_report_contains_the_lecture_figures(default_report):
     assert memory.loc["256", "fits (lecture)"] == "no" and memory.loc["256", "fits"] == "no"
     assert memory.loc["1", "fits (lecture)"] == "yes"
     wall = table_with(text, "how it is found").set_index("quantity")
-    assert wall.filter(like="memory wall", axis=0)["value"].iloc[0] == "52"
+    assert wall.filter(like="memory wall", axis=0)["value"].iloc[0] == "56"  # chunked prefill (52: no chunking)
 
 
 def test_default_report_writes_every_file(default_report):
@@ -178,11 +178,12 @@ def test_two_runs_give_the_same_files_apart_from_the_timestamp_line(default_repo
 
 def test_every_bundled_model_reports_on_two_hardware_entries():
     for model in bundled_models():
-        study = build_study(model, ["h100-sxm", "mi300x"], batch=[1, 32], plots=False)
+        prompt = min(1024, load_model(model).max_positions - 128)  # GPT-2: 1024 positions in all
+        study = build_study(model, ["h100-sxm", "mi300x"], batch=[1, 32], prompt=prompt, plots=False)
         text = markdown(study)
         assert len(re.findall(r"^## ", text, re.M)) == 7 and "Side by side" in text, model
         for device in study.devices:
-            expected = analyze(model, device.hardware, batch=[1, 32]).metrics
+            expected = analyze(model, device.hardware, batch=[1, 32], prompt=prompt).metrics
             assert device.decode["tpot_s"].tolist() == expected["tpot_s"].tolist(), model
             whatifs = device.whatifs.set_index("scenario")
             assert whatifs.index[0] == "baseline"
@@ -258,7 +259,7 @@ def test_crossovers_agree_with_the_sweeps_they_come_from(study):
     rows = analyze(**{**LECTURE, "batch": [kv_overtakes - 1, kv_overtakes]}).metrics
     assert rows["decode_bound"].tolist() == ["weight-bandwidth", "kv-bandwidth"]
     assert crossovers.filter(like="critical batch").iloc[0] == pytest.approx(989.4e12 / 3.35e12)
-    assert crossovers.filter(like="memory wall").iloc[0] == analyze(**LECTURE).metrics["max_batch"].iloc[0] == 52
+    assert crossovers.filter(like="memory wall").iloc[0] == analyze(**LECTURE).metrics["max_batch"].iloc[0] == 56
     sensitivities = study.devices[0].sensitivities.set_index("input")
     assert sensitivities.loc["memory bandwidth", "tpot_s B=1"] == pytest.approx(-1, abs=0.01)  # bandwidth-bound
 

@@ -5,6 +5,9 @@ SI base units (FLOPs, bytes, seconds) as a plain JSON number, bool or string (ne
 that is not finite becomes null). Each object carries the `Analysis.records()` keys plus `model`,
 `config_hash`, `hardware`, `method`, `calibration`, the precisions, `tpot_definition`,
 `napkin_tpot_s` and `roofline_tpot_s`; `tpot_s` and `tokens_per_s` are those of `--method`.
+Sizes carry their scope: `params_per_gpu`/`params_total`, `weight_bytes_per_gpu`/`weight_bytes_total`,
+`memory_bytes_per_gpu`/`memory_bytes_total` (`params`, `weight_bytes`, `memory_bytes` are the per-GPU
+figures, kept for older readers); `tokens_per_s` counts every replica.
 Bad input raises ValueError naming the flag; the dispatcher turns it into one line and exit code 2.
 """
 from __future__ import annotations
@@ -15,6 +18,7 @@ import math
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..config import load_model
+from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..precision import Precision, normalize_dtype
@@ -52,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "tensorrt-llm) or a YAML path: the times are its estimate, the ideal bound beside them")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
+    add_prefill_chunk(parser)
+    parser.add_argument("--allow-beyond-window", action="store_true",
+                        help="price a prompt + gen longer than the model's context window instead of refusing it")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
 
 
@@ -69,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
-        engine=args.engine, **kwargs, **overrides)
+        engine=args.engine, allow_beyond_window=args.allow_beyond_window,
+        prefill_chunk=prefill_chunk(args.prefill_chunk), **kwargs, **overrides)
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -79,6 +87,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [("analyze", add_arguments, run)]
+
+
+def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prefill-chunk", "--chunk", metavar="N|all", dest="prefill_chunk",
+                        default=str(DEFAULT_PREFILL_CHUNK),
+                        help="prompt tokens per prefill step, which sizes the activation workspace in memory and max "
+                             "batch ('all': every prompt of the batch at once; default %(default)s)")
+
+
+def prefill_chunk(text) -> int | None:
+    return None if str(text).strip().lower() == "all" else _positive_int("--prefill-chunk", text)
 
 
 def _positive_int(flag: str, text) -> int:
@@ -143,6 +162,7 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
             row["tpot_s"] = record["napkin_tpot_s"]
             row["tokens_per_s"] = record["napkin_tokens_per_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
+        row["prefill_chunk"] = analysis.prefill_chunk  # tokens per prefill step behind workspace_bytes; null: all
         rows.append({k: _plain(v) for k, v in row.items()})
     return rows
 
@@ -175,6 +195,8 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
     engine = analysis.deployment.engine
     if not engine.is_ideal:
         columns += (("ideal TTFT", "ideal_ttft_s", fmt_seconds), ("ideal TPOT", "ideal_tpot_s", fmt_seconds))
+    if first["gpus"] > 1:  # label the per-GPU column
+        columns = tuple(("memory/GPU", *c[1:]) if c[1] == "memory_bytes" else c for c in columns)
     cells = [[h for h, _, _ in columns]] + [[fmt(row[key]) for _, key, fmt in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     left = [h in LEFT for h, _, _ in columns]
@@ -188,14 +210,15 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"calibration {_calibration_text(cal)}" if engine.is_ideal else f"engine    {_engine_text(engine)}",
-        (f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, "
-         f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token, max batch {first['max_batch']}"),
-    ]
+        f"memory    weights + KV at prompt + gen + the activation workspace of {_chunk_text(analysis.prefill_chunk)}",
+    ] + _size_lines(first)
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
     if method == "napkin":
         tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
+    replicas = first["replicas"]
+    rate = f"batch x {replicas} replicas / TPOT (every replica)" if replicas > 1 else "batch / TPOT"
     footer = [f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
-              f"tokens/s: batch / TPOT. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
+              f"tokens/s: {rate}. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
     return "\n".join(header + [""] + lines + [""] + footer)
 
@@ -207,6 +230,29 @@ def _engine_text(engine) -> str:
             f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "
             f"{fmt_seconds(engine.layer_overhead_s)} a layer, {fmt_seconds(engine.step_overhead_s)} a step, "
             f"{fmt_seconds(engine.request_overhead_s)} a request{latency} (data/engines/{engine.name}.yaml)")
+
+
+def _chunk_text(chunk) -> str:
+    if chunk is None:
+        return "every prompt of the batch prefilled at once (--prefill-chunk all)"
+    return f"one {chunk}-token prefill chunk (--prefill-chunk)"
+
+
+def _size_lines(first: dict) -> list[str]:
+    """Sizes labelled by scope: one GPU and the whole deployment whenever they differ."""
+    kv = f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
+    if first["gpus"] == 1:
+        return [f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, {kv}, "
+                f"max batch {first['max_batch']}"]
+    tp, replicas, gpus = first["tp"], first["replicas"], first["gpus"]
+    return [
+        (f"deployment tensor parallel {tp} x {replicas} replica{'s' if replicas > 1 else ''} = {gpus} GPUs; "
+         f"batch, memory, fits and max batch are per replica (memory per GPU); tokens/s counts every replica"),
+        (f"params {fmt_count(first['params_total'])} in the model, {fmt_count(first['params_per_gpu'])} per GPU; "
+         f"weights {fmt_bytes(first['weight_bytes_total'])} over all {gpus} GPUs, "
+         f"{fmt_bytes(first['weight_bytes_per_gpu'])} per GPU"),
+        f"{kv} per GPU, max batch {first['max_batch']} per replica",
+    ]
 
 
 def _calibration_text(cal) -> str:

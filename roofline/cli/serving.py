@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 import numpy as np
 import sympy as sp
 
-from ..config import load_model
+from ..config import check_context, load_model
 from ..hardware import load_hardware
 from ..precision import Precision, normalize_dtype
+from ..serving.batching import MAX_REQUESTS
+from .analyze import add_prefill_chunk, prefill_chunk
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -36,15 +39,19 @@ def _precision(args) -> Precision:
                      activations=normalize_dtype(args.act, "--act"))
 
 
-def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b") -> None:
-    parser.add_argument("--model", default=model_default, help="bundled name (data/models) or a config.json path")
+def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b", prompt: bool = True) -> None:
+    parser.add_argument("--model", default=model_default,
+                        help="bundled name (data/models), a config.json path or a snapshot directory holding one")
     parser.add_argument("--hardware", metavar="HW", default="h100-sxm", help="bundled id or a JSON path")
-    parser.add_argument("--prompt", metavar="S", default="1024", help="tokens already in context (default %(default)s)")
+    if prompt:
+        parser.add_argument("--prompt", metavar="S", default="1024", help="tokens already in context (default %(default)s)")
     parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
     parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
     parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
                         help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--allow-beyond-window", action="store_true",
+                        help="price contexts longer than the model's context window instead of refusing them")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -101,7 +108,7 @@ def run_speculate(args: argparse.Namespace) -> int:
     result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
                        batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
                        precision=_precision(args), calibration=_calibration(args),
-                       tp=_number("--tp", args.tp, int, low=1))
+                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -111,7 +118,9 @@ def run_speculate(args: argparse.Namespace) -> int:
              f" + verify {result.verify_s * 1e3:.3f} ms)",
              f"TPOT                           {result.tpot_s * 1e3:.3f} ms  (plain decode {result.baseline_tpot_s * 1e3:.3f} ms)",
              f"speedup                        {result.speedup:.3f}x",
-             f"best γ                         {result.best_gamma} ({result.best_speedup:.3f}x; 0 = do not speculate)"]
+             f"best γ                         {result.best_gamma} ({result.best_speedup:.3f}x; 0 = do not speculate)"
+             + (f"; {result.best_gamma} is the search cap: a longer lookahead may be faster still"
+                if result.best_gamma_is_search_cap else "")]
     return _emit(args, record, lines)
 
 
@@ -119,8 +128,11 @@ def run_speculate(args: argparse.Namespace) -> int:
 
 def add_crossovers(parser: argparse.ArgumentParser) -> None:
     _common(parser)
+    parser.add_argument("--gen", metavar="G", default="128",
+                        help="generated tokens, for the KV memory behind max batch, as in analyze (default %(default)s)")
     parser.add_argument("--batch", metavar="B", default="1", help="batch for the TPOT elasticities (default %(default)s)")
     _tp(parser)
+    add_prefill_chunk(parser)
 
 
 def _equation(expr) -> str:
@@ -131,17 +143,21 @@ def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
     from ..serving import crossovers as x
     config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
-    prompt = _number("--prompt", args.prompt, int, low=1)
+    prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
+    check_context(config, prompt + gen, allow=args.allow_beyond_window)
+    chunk = prefill_chunk(args.prefill_chunk)
     given = {"calibration": _calibration(args), "tp": _number("--tp", args.tp, int, low=1)}
-    found = {"critical_batch": x.critical_batch(hw, precision),
+    found = {"critical_batch": x.critical_batch(hw, precision, config),
+             **({"expert_critical_batch": x.expert_critical_batch(config, hw, precision)} if config.n_experts else {}),
              "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
-             "max_batch": x.max_batch(config, hw, precision, prompt, **given),
+             "max_batch": x.max_batch(config, hw, precision, prompt, gen, prefill_chunk=chunk, **given),
              "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9, **given)}
     found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt, **given).values()})
-    record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "batch": batch,
+    record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "gen": gen, "batch": batch, "prefill_chunk": chunk,
               "weights": precision.weights, "kv": precision.kv}
-    lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}"]
+    lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}, "
+             f"gen {gen} (max batch holds prompt + gen tokens of KV per sequence)"]
     for key, c in found.items():
         record[key] = c.value
         record[f"{key}_expression"] = _equation(c.expression)
@@ -152,16 +168,19 @@ def run_crossovers(args: argparse.Namespace) -> int:
 # --- simulate ----------------------------------------------------------------------------------
 
 def add_simulate(parser: argparse.ArgumentParser) -> None:
-    _common(parser, "llama-3.1-8b")
+    _common(parser, "llama-3.1-8b", prompt=False)
     parser.add_argument("--rate", metavar="R", default="10", help="Poisson arrivals, requests/s (default %(default)s)")
-    parser.add_argument("--requests", metavar="N", default="1000", help="requests simulated (default %(default)s)")
+    parser.add_argument("--requests", metavar="N", default="1000",
+                        help=f"requests simulated, at most {MAX_REQUESTS} (default %(default)s)")
     parser.add_argument("--policy", metavar="{static,continuous}", default="continuous", help="batching policy")
     parser.add_argument("--block-size", metavar="b", default="16",
                         help="KV block tokens, or 'contiguous' (reserve the longest sequence per request)")
-    parser.add_argument("--prompt-mean", metavar="P", default="512", help="mean prompt tokens (geometric)")
+    parser.add_argument("--prompt-mean", "--prompt", metavar="P", dest="prompt_mean", default="512",
+                        help="mean prompt tokens (geometric; --prompt is the same flag)")
     parser.add_argument("--output-mean", metavar="G", default="128", help="mean output tokens (geometric)")
     parser.add_argument("--max-batch", metavar="B", default="256", help="sequences per iteration at most")
-    parser.add_argument("--chunk", metavar="T", default=None, help="chunked prefill: tokens per iteration at most")
+    parser.add_argument("--chunk", "--prefill-chunk", metavar="T", dest="chunk", default=None,
+                        help="chunked prefill: tokens per iteration at most (default: none)")
     parser.add_argument("--seed", metavar="s", default="0", help="random seed (default %(default)s)")
     _tp(parser)
 
@@ -176,6 +195,23 @@ def batch_trace(times, batches, points: int = TRACE_POINTS) -> list[list]:
     return [[float(times[run[-1]]), int(np.max(np.asarray(batches)[run]))] for run in runs]
 
 
+def _progress_bar(total: int, every: float = 0.01):
+    """A bar on a terminal's stderr, redrawn each 1% of the requests; none when stderr is not a terminal."""
+    if not sys.stderr.isatty() or total < 2000:
+        return None
+    step, drawn = max(int(total * every), 1), [0]
+
+    def draw(done: int, total: int) -> None:
+        if done - drawn[0] < step and done != total:
+            return
+        drawn[0] = done
+        filled = 24 * done // total
+        sys.stderr.write(f"\rsimulate [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} requests")
+        sys.stderr.write("\n" if done == total else "")
+        sys.stderr.flush()
+    return draw
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     """Serve Poisson traffic with static or continuous batching: throughput and latency percentiles."""
     from ..serving.batching import POLICIES, poisson_workload, simulate
@@ -183,21 +219,33 @@ def run_simulate(args: argparse.Namespace) -> int:
         raise ValueError(f"--policy: unknown value {args.policy!r}; use one of {', '.join(POLICIES)}")
     block = None if args.block_size == "contiguous" else _number("--block-size", args.block_size, int, low=1)
     chunk = None if args.chunk is None else _number("--chunk", args.chunk, int, low=1)
-    work = poisson_workload(_number("--requests", args.requests, int, low=1),
-                            _number("--rate", args.rate, float, low=0, low_open=True),
-                            _number("--prompt-mean", args.prompt_mean, float, low=1),
-                            _number("--output-mean", args.output_mean, float, low=1),
-                            _number("--seed", args.seed, int, low=0))
-    result = simulate(load_model(args.model), load_hardware(args.hardware), work, args.policy,
-                      _number("--max-batch", args.max_batch, int, low=1), block, chunk, _precision(args),
-                      calibration=_calibration(args), tp=_number("--tp", args.tp, int, low=1))
+    requests = _number("--requests", args.requests, int, low=1)
+    rate = _number("--rate", args.rate, float, low=0, low_open=True)
+    prompt_mean = _number("--prompt-mean", args.prompt_mean, float, low=1)
+    output_mean = _number("--output-mean", args.output_mean, float, low=1)
+    max_batch = _number("--max-batch", args.max_batch, int, low=1)
+    config = load_model(args.model)
+    check_context(config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
+    work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
+    result = simulate(config, load_hardware(args.hardware), work, args.policy, max_batch, block, chunk,
+                      _precision(args), calibration=_calibration(args), tp=_number("--tp", args.tp, int, low=1),
+                      progress=_progress_bar(requests))
     summary = result.summary()
-    record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": float(args.rate),
-              "requests": len(work.arrivals), "block_size": block, "chunk": chunk, **summary,
+    record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
+              "requests": len(work.arrivals), "prompt_mean": prompt_mean, "output_mean": output_mean,
+              "max_batch": max_batch, "block_size": block, "chunk": chunk, "seed": int(args.seed), **summary,
               "batch_trace": batch_trace(result.trace_s, result.trace_batch)}
-    lines = [f"{args.model} on {args.hardware}: {args.policy} batching, {record['requests']} requests at {args.rate}/s",
-             f"throughput       {summary['throughput_tokens_per_s']:.1f} tokens/s, max concurrency "
-             f"{summary['max_concurrency']}" + (f", padding {summary['padded_fraction']:.1%}" if args.policy == "static" else "")]
+    lines = [f"{args.model} on {args.hardware}: {args.policy} batching, {record['requests']} requests at {rate:g}/s",
+             (f"workload         Poisson arrivals over {work.arrivals.max():.1f} s; prompt mean {prompt_mean:g}, "
+              f"output mean {output_mean:g} tokens (geometric); max batch {max_batch}, "
+              f"KV blocks {block or 'contiguous'}, prefill chunk {chunk or 'none'}, seed {record['seed']}"),
+             f"throughput       {summary['throughput_tokens_per_s']:.1f} tokens/s of {summary['offered_tokens_per_s']:.1f} "
+             f"offered, max concurrency {summary['max_concurrency']}"
+             + (f", padding {summary['padded_fraction']:.1%}" if args.policy == "static" else "")]
+    if summary["overloaded"]:
+        lines.append(f"WARNING          overloaded: arrivals ask for {summary['offered_tokens_per_s']:.1f} tokens/s, the "
+                     f"server returns {summary['throughput_tokens_per_s']:.1f}; the queue grows for as long as "
+                     f"requests arrive, so the latencies below grow with --requests. Lower --rate or raise --max-batch.")
     for name in ("ttft", "tpot", "e2e"):
         lines.append(f"{name.upper():5s} p50/p90/p99  " + " / ".join(f"{summary[f'{name}_p{q}_s'] * 1e3:.2f} ms"
                                                                    for q in (50, 90, 99)))
@@ -230,6 +278,7 @@ def run_parallel(args: argparse.Namespace) -> int:
     batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
     gen, precision = _number("--gen", args.gen, int, low=1), _precision(args)
     config, hw = load_model(args.model), load_hardware(args.hardware)
+    check_context(config, prompt + gen, allow=args.allow_beyond_window)
     if degrees["ep"] > 1:
         if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
             raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")

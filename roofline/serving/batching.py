@@ -29,6 +29,8 @@ from ..precision import Precision
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
+OVERLOAD_SHARE = 0.9  # served below this share of the offered tokens/s: overloaded
+MAX_REQUESTS = 100_000  # one request costs ~0.5-2 ms of simulation; percentiles settle long before this
 CONTEXT_BUCKET = 16  # decode attention is priced at the group's mean context, rounded to this many tokens
 
 
@@ -46,6 +48,10 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
         raise ValueError(f"rate: must be > 0 requests/s, got {rate!r}")
     if not (isinstance(requests, (int, np.integer)) and requests >= 1):
         raise ValueError(f"requests: must be a whole number >= 1, got {requests!r}")
+    if requests > MAX_REQUESTS:
+        raise ValueError(f"requests: at most {MAX_REQUESTS} (the simulation keeps every request and costs ~1 ms "
+                         f"each), got {requests}; fix: simulate fewer requests: the percentiles settle within a few "
+                         f"thousand")
     for name, mean in (("prompt_mean", prompt_mean), ("output_mean", output_mean)):
         if not mean >= 1:
             raise ValueError(f"{name}: must be >= 1 token, got {mean!r}")
@@ -107,13 +113,21 @@ class Result:
     trace_batch: np.ndarray  # sequences in each iteration
     padded_fraction: float = 0.0  # static: token slots spent on padding (prompt and decode)
     notes: list = field(default_factory=list)
+    offered_tokens_per_s: float = float("nan")  # output tokens asked for / the span of the arrivals
 
     @property
     def throughput_tokens_per_s(self) -> float:
         return self.output_tokens / self.makespan_s
 
+    @property
+    def overloaded(self) -> bool:
+        """Arrivals outpace service: the server returned < 90% of the tokens/s offered, so queues (and TTFT) grow
+        with the number of requests instead of settling."""
+        return bool(self.throughput_tokens_per_s < OVERLOAD_SHARE * self.offered_tokens_per_s)
+
     def summary(self) -> dict:
-        out = {"throughput_tokens_per_s": self.throughput_tokens_per_s, "max_concurrency": int(self.trace_batch.max())}
+        out = {"throughput_tokens_per_s": self.throughput_tokens_per_s, "max_concurrency": int(self.trace_batch.max()),
+               "offered_tokens_per_s": self.offered_tokens_per_s, "overloaded": self.overloaded}
         for name, values in (("ttft", self.ttft_s), ("tpot", self.tpot_s), ("e2e", self.e2e_s)):
             for q in (50, 90, 99):
                 finite = values[np.isfinite(values)]
@@ -126,11 +140,14 @@ def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Resu
     ttft, e2e = first - work.arrivals, done - work.arrivals
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(work.outputs > 1, (e2e - ttft) / (work.outputs - 1), np.nan)
+    with np.errstate(over="ignore", divide="ignore"):  # arrivals all at t ~ 0: an infinite offered rate
+        offered = float(np.float64(work.outputs.sum()) / np.float64(work.arrivals.max()))
     return Result(policy, ttft, e2e, tpot, int(work.outputs.sum()), float(done.max() - work.arrivals.min()),
-                  np.array(trace_s), np.array(trace_batch), padded)
+                  np.array(trace_s), np.array(trace_batch), padded, offered_tokens_per_s=offered)
 
 
-def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf) -> Result:
+def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
+                    progress=None) -> Result:
     """Batches formed when the server frees up: padded prefill, then decode until the longest output."""
     n = len(work.arrivals)
     first, done = np.zeros(n), np.zeros(n)
@@ -154,11 +171,13 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
         padding += int((p - work.prompts[members]).sum() + (g - work.outputs[members]).sum())
         slots += k * (p + g)
         i += k
+        if progress is not None:
+            progress(i, n)
     return _finish(STATIC, work, first, done, trace_s, trace_batch, padding / slots)
 
 
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
-                        block_size: int | None = None, chunk_tokens: int | None = None) -> Result:
+                        block_size: int | None = None, chunk_tokens: int | None = None, progress=None) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget."""
     n = len(work.arrivals)
     need = work.prompts + work.outputs
@@ -169,7 +188,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     waiting, running, reserved = deque(), [], 0.0
     trace_s, trace_batch = [], []
-    now, arrived = 0.0, 0
+    now, arrived, completed = 0.0, 0, 0
     while arrived < n or waiting or running:
         if not waiting and not running:
             now = max(now, work.arrivals[arrived])
@@ -201,14 +220,20 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             done[r] = now
             reserved -= reserve[r]
             running.remove(r)
+        if finished and progress is not None:
+            completed += len(finished)
+            progress(completed, n)
     return _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
 
 
 def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
              max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
              precision: Precision = Precision(), options: Options = Options(), calibration: Calibration = IDEAL,
-             tp: int = 1) -> Result:
-    """Serve `work` on one device; KV memory is what the weights leave free."""
+             tp: int = 1, progress=None) -> Result:
+    """Serve `work` on one device; KV memory is what the weights leave free.
+
+    progress(done, total), if given, is called as requests complete (the CLI draws a bar from it).
+    """
     if policy not in POLICIES:
         raise ValueError(f"policy: unknown policy {policy!r}; use '{STATIC}' or '{CONTINUOUS}'")
     if block_size is not None and block_size < 1:
@@ -223,5 +248,5 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
     capacity = np.floor(free / float(cm.kv_cache(1.0, 1.0, precision.kv_bytes)))
     cost = StepCost(d)
     if policy == STATIC:
-        return simulate_static(work, cost, max_batch, capacity)
-    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens)
+        return simulate_static(work, cost, max_batch, capacity, progress)
+    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress)

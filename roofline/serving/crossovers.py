@@ -21,13 +21,15 @@ from .. import derivations
 from ..calibration import IDEAL, Calibration
 from ..config import ModelConfig
 from ..deployment import Deployment
+from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..evaluate import memory as memory_of
 from ..hardware import Hardware
 from ..model import DECODE, Options, decode_context, phase_ops
+from ..ops import expected_experts_touched
 from ..precision import Precision
-from ..symbols import B, S, b_a, b_kv, b_w
+from ..symbols import B, E, S, T, b_a, b_kv, b_w, k
 
-M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, workspace per sequence
+M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, prefill workspace
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
 t0, t1, g, f = sp.symbols("t_0 t_1 g f", positive=True)  # step-time intercept, slope, asymptotic slope, fraction
 
@@ -41,12 +43,42 @@ class Crossover:
     note: str = ""
 
 
-def critical_batch(hw: Hardware, precision: Precision = Precision()) -> Crossover:
-    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth."""
+def critical_batch(hw: Hardware, precision: Precision = Precision(), config: ModelConfig | None = None) -> Crossover:
+    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth.
+
+    For an MoE model this holds for the weights every token uses (attention, dense layers, shared
+    experts); routed experts see fewer tokens each: `expert_critical_batch`.
+    """
     expr, value = derivations.critical_batch(hw, precision)
+    note = ("dense weights only (attention, dense layers, shared experts); routed experts: expert_critical_batch"
+            if config is not None and config.n_experts else "")
     return Crossover("critical_batch", sp.Eq(B, expr), value,
                      {"I_hw": derivations.accelerator_intensity(hw, precision.weight_matmul_dtype),
-                      "b_w": precision.weight_bytes})
+                      "b_w": precision.weight_bytes}, note)
+
+
+def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision()) -> Crossover:
+    """The batch where routed-expert matmuls turn compute-bound: each touched expert sees B·k / E_t(B) tokens,
+    E_t(B) = E(1 − (1 − k/E)^B) the expected distinct experts (the count the decode cost reads), and that
+    must reach the dense critical batch. Tokens per expert grow with B, so bisection finds the first B."""
+    if not config.n_experts:
+        raise ValueError(f"model {config.name!r}: has no routed experts; use critical_batch")
+    _, dense = derivations.critical_batch(hw, precision)
+    per_expert = B * k / expected_experts_touched().xreplace({T: 1})
+    given = {E: config.n_experts, k: config.top_k}
+    tokens = sp.lambdify(B, per_expert.xreplace(given), modules="numpy")
+    lo, hi = 1, 2
+    while tokens(float(hi)) < dense:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tokens(float(mid)) < dense else (lo, mid)
+    value = 1 if tokens(1.0) >= dense else hi
+    b_crit = sp.Symbol("B_crit", positive=True)
+    return Crossover("expert_critical_batch", sp.Eq(per_expert, b_crit), value,
+                     {"E": config.n_experts, "k": config.top_k, "B_crit": dense},
+                     f"routed experts: {config.top_k} of {config.n_experts} per token, spread over the expected "
+                     f"distinct experts; solved by bisection")
 
 
 def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> Crossover:
@@ -58,17 +90,23 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
 
 
 def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-              gen: int = 0, options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1) -> Crossover:
-    """Largest B with weights + B·(KV at prompt + gen tokens + workspace) <= memory (one GPU's), in closed form."""
+              gen: int = 0, options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1,
+              prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> Crossover:
+    """Largest B with weights + B·(KV at prompt + gen tokens) + workspace <= memory (one GPU's), in closed form.
+
+    The workspace is one prefill chunk's (roofline.evaluate.memory): fixed once the batch fills a chunk,
+    which is where the largest batch lies whenever a chunk's worth of sequences fits.
+    """
     d = Deployment(config, hw, precision, options, calibration, tp=tp)
     per_sequence_kv = d.compiled.kv_cache_expr.xreplace({B: 1})
-    solution = sp.solve(sp.Eq(W_bytes + B * (per_sequence_kv + A_ws), M), B)[0]
-    # The workspace (largest prefill op's activations for one sequence) is the one evaluate uses.
-    one = memory_of(d, 1.0, float(prompt), float(gen))
-    given = {M: hw.memory_bytes, W_bytes: float(one["weight_bytes"]), A_ws: float(one["workspace_bytes"]),
+    solution = sp.solve(sp.Eq(W_bytes + B * per_sequence_kv + A_ws, M), B)[0]
+    # The value is evaluate's (the one memory model); A_ws is the workspace at that batch.
+    value = int(memory_of(d, 1.0, float(prompt), float(gen), prefill_chunk)["max_batch"])
+    at = memory_of(d, float(max(value, 1)), float(prompt), float(gen), prefill_chunk)
+    given = {M: hw.memory_bytes, W_bytes: float(at["weight_bytes"]), A_ws: float(at["workspace_bytes"]),
              S: prompt + gen, b_kv: precision.kv_bytes}
-    value = math.floor(max(float(solution.xreplace(given)), 0.0))
-    return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()})
+    note = f"workspace: one {prefill_chunk}-token prefill chunk" if prefill_chunk else "workspace: every prompt at once"
+    return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()}, note)
 
 
 def _widths(precision: Precision) -> dict:

@@ -18,7 +18,7 @@ import sympy as sp
 
 from ..calibration import IDEAL, Calibration
 from ..compiled import CompiledPhase, compile_queries
-from ..config import ModelConfig, load_model
+from ..config import ModelConfig, check_context, load_model
 from ..deployment import Deployment
 from ..hardware import Hardware, load_hardware
 from ..model import DECODE, QUERIES, Options, decode_context
@@ -68,6 +68,19 @@ class Speculation:
     speedup: float
     best_gamma: int  # 0 when plain decoding is fastest
     best_speedup: float
+    best_gamma_is_search_cap: bool = False  # the search stopped at max_gamma: a longer lookahead may be faster still
+
+
+def check_draft(draft: ModelConfig, target: ModelConfig, draft_params: float, target_params: float) -> None:
+    """A draft must speak the target's vocabulary (its tokens are verified by id) and be smaller than it."""
+    if draft.vocab_size != target.vocab_size:
+        raise ValueError(f"draft: {draft.name!r} has a {draft.vocab_size}-token vocabulary and the target "
+                         f"{target.name!r} {target.vocab_size}; the target verifies the draft's token ids, so both "
+                         f"need one tokenizer; fix: pick a draft from the target's family")
+    if draft_params >= target_params:
+        raise ValueError(f"draft: {draft.name!r} ({draft_params / 1e9:.3g}B parameters) is not smaller than the "
+                         f"target {target.name!r} ({target_params / 1e9:.3g}B); drafting with it costs more than "
+                         f"plain decoding; fix: pick a smaller draft of the same family, or a cost fraction")
 
 
 def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
@@ -77,16 +90,19 @@ def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
             raise ValueError(f"draft: a cost fraction must be in (0, 1], got {draft!r}")
         return draft * target_decode
     drafter = replace(target, config=load_model(draft), options=Options())
+    check_draft(drafter.config, target.config, drafter.compiled.params * target.tp, target.compiled.params * target.tp)
     return drafter.step(DECODE, batch, contexts).total_s
 
 
 def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
               alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
               options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA,
-              tp: int = 1) -> Speculation:
+              tp: int = 1, allow_beyond_window: bool = False) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
-    draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads).
+    draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads);
+    a model must share the target's vocabulary and be smaller. The best lookahead is searched up to
+    max(max_gamma, gamma); `best_gamma_is_search_cap` says when the search stopped there.
     tp: both models split over tp GPUs (the all-reduces of every draft step and verify pass included).
     """
     check(gamma, alpha)
@@ -94,6 +110,7 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
     d = Deployment(load_model(target), load_hardware(hardware), precision, options, calibration, tp=tp)
+    check_context(d.config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
     contexts = decode_context(prompt) + lookaheads  # the draft's step j sees prompt + 1 + j keys
@@ -109,4 +126,5 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     g = int(gamma)
     return Speculation(g, float(alpha), int(batch), int(prompt), float(tokens[g]), float(draft_s[g]),
                        float(verify_s[g]), float(draft_s[g] + verify_s[g]), float(tpot[g]), float(target_decode[0]),
-                       float(target_decode[0] / tpot[g]), best, float(target_decode[0] / tpot[best]))
+                       float(target_decode[0] / tpot[g]), best, float(target_decode[0] / tpot[best]),
+                       best == len(lookaheads) - 1)

@@ -156,7 +156,9 @@ def _tables_blocks(study: Study) -> list:
                      "calculator's bound (each op max(compute, memory), summed); 'lecture napkin' is the lecture's "
                      "estimate: all weights plus the KV cache at S = P read once per step at full bandwidth, and "
                      "memory = weights + KV at S = P. 'Memory (roofline)' also holds the KV of the G generated "
-                     "tokens and the activation workspace."))]
+                     "tokens and the activation workspace of one chunked-prefill step (8192 prompt tokens at a "
+                     "time, as serving engines schedule it: min(B, 8192 // P) prompts, or one chunk of a longer "
+                     "prompt)."))]
     if len(study.devices) > 1:
         rows = [dev.analysis.metrics.assign(hardware=dev.hardware.id) for dev in study.devices]
         side = pd.concat(rows, ignore_index=True)[["hardware", "batch", "ttft_s", "tpot_s", "tokens_per_s",

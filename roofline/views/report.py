@@ -187,7 +187,10 @@ def _crossovers(config, hw, precision, analysis, inputs) -> pd.DataFrame:
     bound, scan = by_batch["decode_bound"], f"first in a sweep over 1..{SCAN_LIMIT}"
     rows = [
         _solved("critical batch: decode weight matmuls turn compute-bound",
-                lambda: crossovers.critical_batch(hw, precision), "2B / b_w = peak / bandwidth"),
+                lambda: crossovers.critical_batch(hw, precision, config), "2B / b_w = peak / bandwidth"),
+        *([_solved("expert critical batch: routed-expert matmuls turn compute-bound",
+                   lambda: crossovers.expert_critical_batch(config, hw, precision),
+                   "B·k / E(1 − (1 − k/E)^B) = critical batch")] if config.n_experts else []),
         (f"batch where the whole decode step turns compute-bound (S={prompt})",
          _first(by_batch, "batch", bound == "compute"), "", scan),
         (f"batch where KV reads overtake weight reads in decode (S={prompt})",
@@ -217,7 +220,8 @@ def _sensitivities(config, hw, precision, inputs) -> pd.DataFrame:
              ("prompt length", longer / prompt, hw, longer)]
     rows = []
     for name, ratio, device, p in cases:
-        out = analyze(config, device, batch=batch, prompt=p, gen=gen, precision=precision).metrics
+        out = analyze(config, device, batch=batch, prompt=p, gen=gen, precision=precision,
+                      allow_beyond_window=True).metrics  # a derivative's probe, 10% past the request
         row = {"input": name, "how": "rerun at +10%"}
         for metric in ("ttft_s", "tpot_s"):
             for b, new, old in zip(batch, out[metric], base[metric]):
@@ -310,7 +314,8 @@ def _speculation(config, hw, precision, inputs) -> dict:
         probe = speculate(config, hw, drafted, 1, ACCEPTANCE, **args)
         best = probe.best_gamma  # 0: plain decoding is fastest, and speculate needs γ >= 1
         tpot.append(speculate(config, hw, drafted, best, ACCEPTANCE, **args).tpot_s if best else probe.baseline_tpot_s)
-        picked.append(f"B={b} γ={best} ({probe.best_speedup:.2f}x)" if best else f"B={b} γ=0 (plain decoding)")
+        cap = ", the search cap: a longer one may be faster" if probe.best_gamma_is_search_cap else ""
+        picked.append(f"B={b} γ={best} ({probe.best_speedup:.2f}x{cap})" if best else f"B={b} γ=0 (plain decoding)")
     metrics = pd.DataFrame({"tpot_s": tpot, "tokens_per_s": np.asarray(batches) / np.asarray(tpot), "gpus": 1})
     note = (f"α = {ACCEPTANCE} assumed; best γ: {', '.join(picked)}; the draft's weights and KV cache are not "
             "counted in memory")

@@ -30,7 +30,7 @@ def cases() -> list[tuple[str, str, tuple]]:
 def run(model: str, device: str, extra: tuple) -> list[dict]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(["analyze", "--model", model, "--hardware", device, "--json", *extra]) == 0
+        assert main(["analyze", "--model", model, "--hardware", device, "--json", "--allow-beyond-window", *extra]) == 0
     return json.loads(out.getvalue())
 
 
