@@ -18,6 +18,7 @@ from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
 from .model import DECODE, PREFILL, Options, decode_context, parameter_count
 from .evaluate import DEFAULT_PREFILL_CHUNK
+from .gap import decode_gap
 from .precision import Precision
 
 METRIC_DEFINITIONS = {
@@ -116,6 +117,10 @@ class Analysis:
         ops = self.op_table(batch, prompt)
         decode = ops[ops["phase"] == DECODE]
         return decode.groupby("term", sort=False)["time_s"].sum()
+
+    def engine_gap(self, batch: int, prompt: int) -> pd.Series:
+        """Seconds of one decode step the engine adds to the ideal bound, by named term (roofline.gap)."""
+        return decode_gap(self.deployment, batch, prompt)
 
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),

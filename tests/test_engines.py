@@ -133,3 +133,21 @@ def test_analyze_json_carries_the_engine_and_the_ideal_times(capsys):
     row = json.loads(capsys.readouterr().out)[0]
     assert row["engine"] == "llama.cpp" and row["tpot_s"] > row["ideal_tpot_s"] > 0
     assert np.isfinite([row["ideal_ttft_s"], row["ideal_e2e_s"]]).all()
+
+
+@pytest.mark.parametrize("engine, weights, tp", [("gpt-fast", "int4", 1), ("tensorrt-llm", "fp16", 2),
+                                                ("llama.cpp", "q4_0", 1), ("harness", "bf16", 1)])
+def test_the_engine_gap_is_named_terms_that_add_up_to_engine_minus_ideal(engine, weights, tp):
+    a = roofline.analyze("llama-2-7b", "a100-80gb", batch=[4], prompt=512, engine=engine,
+                         precision=roofline.Precision(weights=weights), tp=tp)
+    gap = a.engine_gap(4, 512)
+    assert list(gap.index) == ["efficiency", "quantized kernels", "launch", "host", "collectives"]
+    m = a.metrics.iloc[0]
+    assert gap.sum() == pytest.approx(m["tpot_s"] - m["ideal_tpot_s"], rel=1e-9)
+    assert (gap >= -1e-12).all() and (gap["quantized kernels"] > 0) == (weights in ("int4", "q4_0"))
+
+
+def test_accuracy_draws_the_published_figures_against_their_predictions(tmp_path, capsys):
+    assert main(["accuracy", "--engine", "llama.cpp", "--plot", str(tmp_path / "a.png")]) == 0
+    assert "leave_one_out" in capsys.readouterr().out
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"

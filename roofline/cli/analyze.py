@@ -217,6 +217,10 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
         tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
     replicas = first["replicas"]
     rate = f"batch x {replicas} replicas / TPOT (every replica)" if replicas > 1 else "batch / TPOT"
+    if not engine.is_ideal:
+        gap = analysis.engine_gap(int(first["batch"]), int(first["prompt_len"]))
+        header.append(f"gap       {engine.name}'s decode step at batch {first['batch']} over the ideal bound: "
+                      + ", ".join(f"{term} +{fmt_seconds(seconds)}" for term, seconds in gap.items()))
     footer = [f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
               f"tokens/s: {rate}. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]

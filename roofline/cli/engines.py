@@ -50,18 +50,28 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", action="append",
                         help="engines to score (repeatable; default: every bundled engine with rows in the file)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, ±10% band")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Median and p90 of |predicted / measured - 1| per family: ideal, in-sample and leave-one-out."""
     names = args.engine or [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml")) if load_engine(p.stem).framework]
-    report = {}
+    report, points = {}, []
     for name in names:
         engine = load_engine(name)
         rows = rows_of(engine, Path(args.file))
+        held_out = leave_one_out(engine, rows, list(engine.fit))
         report[engine.name] = {"rows": len(rows), "ideal": summary(rows, errors(rows, IDEAL)),
                                "in_sample": summary(rows, errors(rows, engine)),
-                               "leave_one_out": summary(rows, leave_one_out(engine, rows, list(engine.fit)))}
+                               "leave_one_out": summary(rows, held_out)}
+        points += [{"label": f"{engine.name}: {row.family}", "measured": row.value, "predicted": row.value * (1 + e)}
+                   for row, e in zip(rows, held_out)]
+    if args.plot:
+        import pandas as pd
+
+        from ..views import plots
+        figure = plots.accuracy_scatter(pd.DataFrame(points), "Published figures vs leave-one-out predictions")
+        Path(args.plot).write_bytes(plots.png_bytes(figure))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

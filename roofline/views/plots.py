@@ -292,6 +292,26 @@ def measured_vs_predicted(frame: pd.DataFrame, title: str = "") -> Figure:
     return fig
 
 
+def accuracy_scatter(frame: pd.DataFrame, title: str = "") -> Figure:
+    """Published figures against their predictions, on log axes, with y = x and a ±10% band.
+
+    frame: columns measured, predicted (each row in its own unit: tokens/s, or seconds for TTFT), label.
+    """
+    fig, ax = _figure(5.5, 5.0)
+    for i, (label, rows) in enumerate(frame.groupby("label", sort=True)):
+        ax.scatter(rows["predicted"], rows["measured"], s=26, color=f"C{i}", label=str(label))
+    both = np.concatenate([frame["predicted"], frame["measured"]])
+    lo, hi = both.min() / 1.5, both.max() * 1.5
+    line = np.geomspace(lo, hi, 50)
+    ax.fill_between(line, line / 1.1, line * 1.1, color="0.85", label="±10%")
+    ax.plot(line, line, color="black", lw=1, label="measured = predicted")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), title=title or "Measured vs predicted",
+           xlabel="predicted (tokens/s; TTFT in s)", ylabel="measured (same unit)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
+
+
 def term_changes(terms_a: pd.Series, terms_b: pd.Series) -> pd.Series:
     """B − A per term (seconds, either side's missing terms as 0), the changed ones, largest first."""
     index = terms_a.index.union(terms_b.index, sort=False)
