@@ -26,6 +26,7 @@ import validation.records as validation_records
 from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
+from roofline.engine import ENGINES_DIR
 from roofline.config import FAMILIES, GLOBAL, WINDOW
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
@@ -152,6 +153,7 @@ class Setup:
     parallel: dict  # tp and replicas, for `analyze`
     speculation: dict | None
     prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step: sizes the workspace (None: all)
+    engine: str = "ideal"  # a serving engine's profile (data/engines): its estimate beside the ideal bound
 
 
 def divisors(n: int) -> list[int]:
@@ -314,6 +316,17 @@ def sidebar_calibration(hardware: Hardware | None) -> Calibration:
     return fitted
 
 
+def sidebar_engine(calibration: Calibration) -> str:
+    """A serving engine's profile: achievable times, the ideal bound beside them. It sets its own roofs."""
+    names = [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))]
+    choice = st.sidebar.selectbox("Engine", names, index=names.index("ideal"), key="engine",
+                                  help="data/engines: efficiencies, launch, host and collective latencies, each with "
+                                       "its bound and what pins it")
+    if choice != "ideal" and calibration != IDEAL:
+        st.sidebar.info(f"The engine {choice} sets the achievable roofs itself: the calibration is not applied.")
+    return choice
+
+
 def sidebar_options(config: ModelConfig) -> Options:
     with st.sidebar.expander("Modelling options"):
         attention = st.radio("attention kernel", ATTENTION_IMPLS, horizontal=True, key="attention",
@@ -337,9 +350,10 @@ def sidebar() -> Setup:
     parallelism = sidebar_parallel()
     speculation = sidebar_speculation()
     cal = sidebar_calibration(hardware)
+    engine = sidebar_engine(cal)
     options = sidebar_options(config)
-    return Setup(config, hardware, precision, options, cal, batch, prompt, gen, overrides, parallelism, speculation,
-                 chunk)
+    return Setup(config, hardware, precision, options, IDEAL if engine != "ideal" else cal, batch, prompt, gen,
+                 overrides, parallelism, speculation, chunk, engine)
 
 
 # ---- the one library call, and the headline ----
@@ -351,7 +365,7 @@ def run_analysis(setup: Setup) -> Analysis | None:
         return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
                        precision=setup.precision, options=setup.options, calibration=setup.calibration,
                        allow_beyond_window=True, prefill_chunk=setup.prefill_chunk,  # beyond: flagged in the headline
-                       **setup.parallel, **setup.overrides)
+                       engine=setup.engine, **setup.parallel, **setup.overrides)
     except ValueError as err:
         st.error(f"**This configuration cannot be analyzed.** {err}\n\n{FIX_CONFIG}")
         return None
@@ -395,6 +409,13 @@ def headline(analysis: Analysis) -> None:
         row[2].metric("all-reduce in the prefill", fmt_seconds(m["prefill_comm_s"]), help="included in TTFT")
         if m["link_latency_assumed"]:
             row[3].caption("The interconnect latency is the library's assumption: the hardware file gives none.")
+    engine = analysis.deployment.engine
+    if not engine.is_ideal:
+        gap = analysis.engine_gap(m["batch"], m["prompt_len"])
+        st.info(f"**{engine.name}** (data/engines/{engine.name}.yaml): TTFT {fmt_seconds(m['ttft_s'])} against the "
+                f"ideal bound's {fmt_seconds(m['ideal_ttft_s'])}, TPOT {fmt_seconds(m['tpot_s'])} against "
+                f"{fmt_seconds(m['ideal_tpot_s'])}. The decode step's difference, by term: "
+                + ", ".join(f"{term} +{fmt_seconds(seconds)}" for term, seconds in gap.items()) + ".")
     window = analysis.config.max_positions
     if window and m["prompt_len"] + m["gen_len"] > window:
         st.warning(f"Beyond the context window: prompt + generate = {m['prompt_len'] + m['gen_len']} tokens, but "

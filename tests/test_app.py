@@ -402,3 +402,13 @@ def test_no_uploaded_config_shows_a_traceback(raw):
     clean(at)  # no exception element: the page, sidebar included, is still there
     assert at.sidebar.selectbox and at.radio(key="page")
     assert all("**Fix:**" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_an_engine_gives_its_estimate_with_the_ideal_bound_and_the_gap_by_term():
+    at = start()
+    at.sidebar.selectbox(key="engine").set_value("gpt-fast").run()
+    clean(at)
+    expected_metrics = analyze(**DEFAULT, engine="gpt-fast").metrics.iloc[0]
+    assert metric(at, "TPOT") == fmt_seconds(expected_metrics["tpot_s"])
+    [note] = [i.value for i in at.info if "gpt-fast" in i.value]
+    assert fmt_seconds(expected_metrics["ideal_tpot_s"]) in note and "launch +" in note
