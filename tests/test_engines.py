@@ -151,3 +151,19 @@ def test_accuracy_draws_the_published_figures_against_their_predictions(tmp_path
     assert main(["accuracy", "--engine", "llama.cpp", "--plot", str(tmp_path / "a.png")]) == 0
     assert "leave_one_out" in capsys.readouterr().out
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("command", [["speculate", "--model", "llama-2-7b", "--draft", "0.1"],
+                                     ["simulate", "--model", "llama-2-7b", "--requests", "50"],
+                                     ["parallel", "--model", "llama-2-7b", "--tp", "2", "--pp", "2"]])
+def test_the_serving_commands_price_with_the_engine(command, capsys):
+    outputs = []
+    for engine in ("ideal", "gpt-fast"):
+        assert main([*command, "--hardware", "a100-80gb", "--engine", engine, "--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[0] != outputs[1]
+
+
+def test_crossovers_refuse_an_engine_rather_than_ignore_it(capsys):
+    assert main(["crossovers", "--engine", "gpt-fast"]) == 2
+    assert "--engine" in capsys.readouterr().err

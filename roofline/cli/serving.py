@@ -50,6 +50,8 @@ def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b", prompt
     parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
                         help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--engine", metavar="NAME|FILE", default=None,
+                        help="an engine profile (data/engines) or a YAML path: its achievable roofs and fixed costs")
     parser.add_argument("--allow-beyond-window", action="store_true",
                         help="price contexts longer than the model's context window instead of refusing them")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -108,7 +110,8 @@ def run_speculate(args: argparse.Namespace) -> int:
     result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
                        batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
                        precision=_precision(args), calibration=_calibration(args),
-                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window)
+                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window,
+                       engine=args.engine)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -142,6 +145,9 @@ def _equation(expr) -> str:
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
     from ..serving import crossovers as x
+    if args.engine is not None:  # the closed forms are written for a calibration's roofs, not an engine's fixed costs
+        raise ValueError("--engine: crossovers are solved for the ideal or a --calibration's roofs; an engine's "
+                         "launch, host and collective latencies are not in their closed forms yet; use --calibration")
     config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
     prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
@@ -229,7 +235,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
     result = simulate(config, load_hardware(args.hardware), work, args.policy, max_batch, block, chunk,
                       _precision(args), calibration=_calibration(args), tp=_number("--tp", args.tp, int, low=1),
-                      progress=_progress_bar(requests))
+                      progress=_progress_bar(requests), engine=args.engine)
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
               "requests": len(work.arrivals), "prompt_mean": prompt_mean, "output_mean": output_mean,
@@ -283,11 +289,11 @@ def run_parallel(args: argparse.Namespace) -> int:
         if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
             raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
         result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision,
-                                         calibration=_calibration(args))
+                                         calibration=_calibration(args), engine=args.engine)
         values = {**vars(result), "gpus": result.ep, "bubble_fraction": 0.0}
     else:
         result = analyze_pipeline(config, hw, degrees["pp"], degrees["microbatches"], batch, prompt, gen,
-                                  degrees["tp"], precision, calibration=_calibration(args))
+                                  degrees["tp"], precision, calibration=_calibration(args), engine=args.engine)
         values = vars(result)
     record = {"model": config.name, "hardware": hw.id, **degrees, "batch": batch, "prompt": prompt, "gen": gen,
               **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}

@@ -23,6 +23,7 @@ import numpy as np
 from ..calibration import IDEAL, Calibration
 from ..config import ModelConfig, load_model
 from ..deployment import Deployment
+from ..engine import Engine, load_engine
 from ..hardware import Hardware, load_hardware
 from ..model import QUERIES, Options
 from ..precision import Precision
@@ -229,7 +230,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
              max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
              precision: Precision = Precision(), options: Options = Options(), calibration: Calibration = IDEAL,
-             tp: int = 1, progress=None) -> Result:
+             tp: int = 1, progress=None, engine: str | Engine | None = None) -> Result:
     """Serve `work` on one device; KV memory is what the weights leave free.
 
     progress(done, total), if given, is called as requests complete (the CLI draws a bar from it).
@@ -240,7 +241,8 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
         raise ValueError(f"block_size: must be >= 1 token, got {block_size!r}")
     if max_batch < 1:
         raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
-    d = Deployment(load_model(model), load_hardware(hardware), precision, options, calibration, tp=tp)
+    d = Deployment(load_model(model), load_hardware(hardware), precision, options, calibration, tp=tp,
+                   engine=load_engine(engine))
     cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
     free = d.hardware.memory_bytes - cm.params * precision.weight_bytes
     if free <= 0:

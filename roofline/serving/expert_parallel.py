@@ -21,6 +21,7 @@ import sympy as sp
 from ..calibration import IDEAL, Calibration
 from ..config import MOE, ModelConfig, load_model
 from ..deployment import Deployment
+from ..engine import Engine, load_engine
 from ..hardware import Hardware, load_hardware
 from ..model import DECODE, Options, decode_context
 from ..ops import expected_experts_touched
@@ -60,7 +61,8 @@ class ExpertParallelResult:
 
 def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, ep: int = 1, batch: int = 1,
                             prompt: int = 1024, gen: int = 128, precision: Precision = Precision(),
-                            options: Options = Options(), calibration: Calibration = IDEAL) -> ExpertParallelResult:
+                            options: Options = Options(), calibration: Calibration = IDEAL,
+                            engine: str | Engine | None = None) -> ExpertParallelResult:
     """Decode of `batch` sequences with `prompt` tokens cached, experts spread over `ep` GPUs."""
     config, hw = load_model(model), load_hardware(hardware)
     for name, value in (("ep", ep), ("batch", batch), ("prompt", prompt), ("gen", gen)):
@@ -71,7 +73,7 @@ def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, 
         raise ValueError(f"ep: model {config.name!r} has no MoE layers to spread")
     if config.n_experts % ep or batch % ep:
         raise ValueError(f"ep: {ep} must divide the {config.n_experts} experts and the batch of {batch}")
-    d = Deployment(config, hw, precision, options, calibration, ep=ep)
+    d = Deployment(config, hw, precision, options, calibration, ep=ep, engine=load_engine(engine))
     step = d.step(DECODE, float(batch), float(decode_context(prompt)))
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}

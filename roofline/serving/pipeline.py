@@ -25,6 +25,7 @@ import numpy as np
 
 from ..calibration import IDEAL, Calibration
 from ..config import ModelConfig, load_model
+from ..engine import Engine, load_engine
 from ..deployment import OVERHEAD_GROUP, Deployment
 from ..hardware import Hardware, load_hardware
 from ..model import DECODE, Options, decode_context, layer_group
@@ -104,7 +105,7 @@ class PipelineResult:
 def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int = 1, microbatches: int = 1,
                      batch: int = 1, prompt: int = 1024, gen: int = 128, tp: int = 1,
                      precision: Precision = Precision(), options: Options = Options(),
-                     calibration: Calibration = IDEAL) -> PipelineResult:
+                     calibration: Calibration = IDEAL, engine: str | Engine | None = None) -> PipelineResult:
     """Decode of `batch` sequences with `prompt` tokens cached on tp × pp GPUs, m micro-batches in flight."""
     config, hw = load_model(model), load_hardware(hardware)
     pp, microbatches, batch = whole("pp", pp), whole("microbatches", microbatches), whole("batch", batch)
@@ -112,7 +113,7 @@ def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int
     if batch % microbatches:
         raise ValueError(f"microbatches: {microbatches} does not divide the batch of {batch}")
     micro = batch // microbatches
-    d = Deployment(config, hw, precision, options, calibration, tp=tp, pp=pp)
+    d = Deployment(config, hw, precision, options, calibration, tp=tp, pp=pp, engine=load_engine(engine))
     stages, transfer = stage_seconds(d, micro, decode_context(prompt))
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)

@@ -20,6 +20,7 @@ from ..calibration import IDEAL, Calibration
 from ..compiled import CompiledPhase, compile_queries
 from ..config import ModelConfig, check_context, load_model
 from ..deployment import Deployment
+from ..engine import Engine, load_engine
 from ..hardware import Hardware, load_hardware
 from ..model import DECODE, QUERIES, Options, decode_context
 from ..precision import Precision
@@ -97,7 +98,7 @@ def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
 def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
               alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
               options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA,
-              tp: int = 1, allow_beyond_window: bool = False) -> Speculation:
+              tp: int = 1, allow_beyond_window: bool = False, engine: str | Engine | None = None) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
     draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads);
@@ -109,7 +110,8 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     for name, value in (("batch", batch), ("prompt", prompt)):
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
-    d = Deployment(load_model(target), load_hardware(hardware), precision, options, calibration, tp=tp)
+    d = Deployment(load_model(target), load_hardware(hardware), precision, options, calibration, tp=tp,
+                   engine=load_engine(engine))
     check_context(d.config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
