@@ -167,3 +167,12 @@ def test_the_serving_commands_price_with_the_engine(command, capsys):
 def test_crossovers_refuse_an_engine_rather_than_ignore_it(capsys):
     assert main(["crossovers", "--engine", "gpt-fast"]) == 2
     assert "--engine" in capsys.readouterr().err
+
+
+def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp_path):
+    from roofline.views.render import markdown
+    from roofline.views.report import build_study
+    plain = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False))
+    with_engine = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp"))
+    assert "Achievable with" not in plain and "## 8. Achievable with llama.cpp" in with_engine
+    assert "+launch (ms)" in with_engine

@@ -60,6 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calibration", help="calibration YAML from `roofline fit` (default: data/calibration files "
                                               "fitted for the report's hardware)")
     parser.add_argument("--measurements", action="append", help="measurement CSV from `roofline validate` (repeatable)")
+    parser.add_argument("--engine", metavar="NAME|FILE", default=None,
+                        help="an engine profile (data/engines) or YAML: adds its achievable times and the gap by term")
     parser.add_argument("--out", default="reports", help="output directory (created if missing)")
     parser.add_argument("--format", default="md,html", help="md, html or both (CSV, JSON and PNGs are always written)")
     parser.add_argument("--no-plots", action="store_true", help="skip the figures (faster; the HTML has no images)")
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"no such file {path!r}")
     validation = find_validation(hardware, args.calibration, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
-                        plots=not args.no_plots, progress=_progress)
+                        plots=not args.no_plots, progress=_progress, engine=args.engine)
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -266,6 +266,21 @@ def _validation_blocks(study: Study) -> list:
     return blocks
 
 
+def _achievable_blocks(study: Study) -> list:
+    engine = study.inputs.get("engine", "ideal")
+    if engine == "ideal":
+        return []
+    blocks = [("h", 2, f"8. Achievable with {engine}"),
+              ("p", (f"The engine profile data/engines/{engine}.yaml (each parameter with its bound and the rows "
+                     "that pin it) priced through the same step as everything above. The decode gap over the ideal "
+                     "bound is a sum of named terms: its kernels' efficiencies, its quantized GEMVs, its launches "
+                     "per layer, its host work per step and its collectives' latency."))]
+    for dev in study.devices:
+        if dev.achievable is not None:
+            blocks += [("h", 3, dev.hardware.name), ("table", dev.achievable.round(3))]
+    return blocks
+
+
 def document(study: Study, generated: str = "") -> list:
     names = ", ".join(d.hardware.name for d in study.devices)
     head = [("h", 1, f"Roofline study: {study.config.name} on {names}")]
@@ -276,7 +291,7 @@ def document(study: Study, generated: str = "") -> list:
                        f"{study.inputs['gen']} generated tokens, with {study.precision.weights} weights and "
                        f"{study.precision.kv} KV cache.")))
     return (head + _provenance(study) + _derivation_blocks(study) + _tables_blocks(study) + _plot_blocks(study)
-            + _crossover_blocks(study) + _whatif_blocks(study) + _validation_blocks(study))
+            + _crossover_blocks(study) + _whatif_blocks(study) + _validation_blocks(study) + _achievable_blocks(study))
 
 
 def _latex(expr) -> str:

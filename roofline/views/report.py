@@ -71,6 +71,7 @@ class DeviceStudy:
     sensitivities: pd.DataFrame
     whatifs: pd.DataFrame
     validation: Validation | None
+    achievable: pd.DataFrame | None = None  # with an engine: its estimate beside the ideal, the decode gap by term
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ class Study:
 def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS["hardware"],
                 batch=DEFAULTS["batch"], prompt: int = DEFAULTS["prompt"], gen: int = DEFAULTS["gen"],
                 weights: str = "bf16", kv: str = "bf16", validation: dict | None = None, plots: bool = True,
-                progress=None) -> Study:
-    """The whole study; validation maps a hardware id to the ValidationInput shown in its section 7.
+                progress=None, engine: str | None = None) -> Study:
+    """The whole study; validation maps a hardware id to the ValidationInput shown in its section 7;
+    engine (data/engines name or YAML) adds section 8, its achievable times beside the ideal bound.
 
     progress(done, total, label) is called between steps (the CLI draws a bar with it).
     """
@@ -105,7 +107,8 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
         raise ValueError(f"batch: must be positive whole numbers, got {batch!r}")
     batches = sorted({int(b) for b in values})
     inputs = {"model": config.name, "hardware": [d.id for d in devices], "batch": batches, "prompt": int(prompt),
-              "gen": int(gen), "weights": precision.weights, "kv": precision.kv, "activations": precision.activations}
+              "gen": int(gen), "weights": precision.weights, "kv": precision.kv, "activations": precision.activations,
+              "engine": engine or "ideal"}
     total, done = len(devices) + 1 + int(plots), 0
 
     def starting(label):  # progress(steps done, steps in all, what runs now)
@@ -118,7 +121,10 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
     for hw in devices:
         starting(f"{hw.id}: tables, sweeps, crossovers, what-ifs")
         analysis = analyze(config, hw, batch=batches, prompt=prompt, gen=gen, precision=precision)
-        results.append(_device(config, hw, precision, analysis, inputs, (validation or {}).get(hw.id)))
+        device = _device(config, hw, precision, analysis, inputs, (validation or {}).get(hw.id))
+        if engine is not None:
+            device = replace(device, achievable=achievable(config, hw, precision, batches, prompt, gen, engine))
+        results.append(device)
     starting("derivation")
     derivation = _derivation(config, devices, precision)
     study = Study(inputs, config, precision, _software(), derivation, model_terms(config, precision), tuple(results))
@@ -128,6 +134,19 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
     if progress:
         progress(total, total, "done")
     return study
+
+
+def achievable(config, hw, precision, batches, prompt, gen, engine) -> pd.DataFrame:
+    """Per batch: the engine's TTFT and TPOT beside the ideal bound's, and its decode gap by named term (ms)."""
+    analysis = analyze(config, hw, batch=batches, prompt=prompt, gen=gen, precision=precision, engine=engine,
+                       allow_beyond_window=True)
+    rows = []
+    for m in analysis.records():
+        gap = analysis.engine_gap(int(m["batch"]), int(prompt))
+        rows.append({"batch": m["batch"], "ideal TTFT (ms)": m["ideal_ttft_s"] * 1e3, "TTFT (ms)": m["ttft_s"] * 1e3,
+                     "ideal TPOT (ms)": m["ideal_tpot_s"] * 1e3, "TPOT (ms)": m["tpot_s"] * 1e3,
+                     **{f"+{term} (ms)": seconds * 1e3 for term, seconds in gap.items()}})
+    return pd.DataFrame(rows)
 
 
 def _device(config, hw, precision, analysis, inputs, validation) -> DeviceStudy:
