@@ -154,11 +154,19 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     return Analysis(deployment, _frame(_with_scopes(values, config, precision), integers=True), prefill_chunk)
 
 
+@dataclass(frozen=True)
+class EngineName:
+    """The engine column before it is a column: one name over the points' shape (a sweep's million
+    points would otherwise build a million strings; _frame makes it a categorical)."""
+    name: str
+    shape: tuple
+
+
 def with_ideal(deployment: Deployment, values: dict, evaluate_at) -> dict:
     """The engine's name and the ideal bound's TTFT, TPOT and E2E beside its estimate (the same numbers
     when the engine is the ideal one; priced again, once, when it is not)."""
     ideal = values if deployment.engine.is_ideal else evaluate_at(replace(deployment, engine=Engine()))
-    out = {**values, "engine": np.full(np.shape(values["tpot_s"]), deployment.engine.name, dtype=object)}
+    out = {**values, "engine": EngineName(deployment.engine.name, np.shape(values["tpot_s"]))}
     for name in ("ttft_s", "tpot_s", "e2e_s"):
         if name in ideal:
             out[f"ideal_{name}"] = ideal[name]
@@ -194,6 +202,11 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
     """
     columns = {}
     for name, value in values.items():
+        if isinstance(value, EngineName):
+            size = int(np.prod(value.shape))
+            columns[name] = (pd.Categorical.from_codes(np.zeros(size, dtype=np.int8), [value.name]) if size >= 10_000
+                             else np.full(size, value.name, dtype=object))
+            continue
         flat = np.ravel(value)
         if name in ("decode_bound", "prefill_bound"):
             many = flat.size >= 10_000
