@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from .engine import QUANTIZED, Engine
+from .least_squares import levenberg_marquardt
 from .published import Row, errors
 
 PRIOR_WEIGHT = 0.05  # pull towards the prior, in the transformed space (a few % of a typical residual)
@@ -90,31 +91,11 @@ def fit_engine(prior: Engine, rows: list[Row], names: list[str], pinned_note: st
         predicted_over_measured = errors(rows, engine_at(x)) + 1
         return np.r_[np.log(np.maximum(predicted_over_measured, 1e-9)), PRIOR_WEIGHT * (x - x0)]
 
-    x = _levenberg_marquardt(residual, x0)
+    x = levenberg_marquardt(residual, x0, ITERATIONS, step_size=1e-5, tolerance=1e-8)
     fitted = engine_at(x)
     note = pinned_note or f"{len(rows)} rows"
     priors = {**{n: get(prior, n) for n in free}, **prior.priors}  # the first prior stays the prior
     return dataclasses.replace(fitted, pinned_by={**prior.pinned_by, **{n: note for n in free}}, priors=priors)
-
-
-def _levenberg_marquardt(residual, x: np.ndarray) -> np.ndarray:
-    damping = 1e-2
-    r = residual(x)
-    for _ in range(ITERATIONS):
-        jacobian = np.stack([(residual(x + h) - r) / 1e-5 for h in np.eye(len(x)) * 1e-5], axis=1)
-        normal = jacobian.T @ jacobian
-        step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-9), -jacobian.T @ r)
-        trial = residual(x + step)
-        if trial @ trial < r @ r:
-            converged = r @ r - trial @ trial < 1e-8 * (r @ r) or np.abs(step).max() < 1e-6
-            x, r, damping = x + step, trial, damping / 3
-            if converged:
-                break
-        else:
-            damping *= 4
-            if damping > 1e8:
-                break
-    return x
 
 
 def leave_one_out(engine: Engine, rows: list[Row], names: list[str]) -> np.ndarray:

@@ -24,6 +24,7 @@ from roofline.calibration import Calibration
 from roofline.config import measured_config
 from roofline.deployment import Ceilings, Deployment
 from roofline.evaluate import evaluate
+from roofline.least_squares import levenberg_marquardt
 from roofline.model import DECODE, decode_context
 
 from . import records
@@ -125,26 +126,6 @@ class Parameters:
                            attention_flops_efficiency=float(efficiency[-1]), attention_corner=attention_corner)
 
 
-def _levenberg_marquardt(residual, x: np.ndarray, iterations: int = 100) -> np.ndarray:
-    damping = 1e-2
-    r = residual(x)
-    for _ in range(iterations):
-        jacobian = np.stack([(residual(x + h) - r) / 1e-6 for h in np.eye(len(x)) * 1e-6], axis=1)
-        normal = jacobian.T @ jacobian
-        step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -jacobian.T @ r)
-        trial = residual(x + step)
-        if trial @ trial < r @ r:
-            converged = r @ r - trial @ trial < 1e-9 * (r @ r) or np.abs(step).max() < 1e-7
-            x, r, damping = x + step, trial, damping / 3
-            if converged:
-                break
-        else:
-            damping *= 4
-            if damping > 1e8:
-                break
-    return x
-
-
 def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibration:
     dtypes = sorted({g.precision.weight_matmul_dtype for g in groups})
     layer_counts = {g.deployment.config.n_layers for g in groups}
@@ -157,7 +138,7 @@ def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibratio
         predicted = np.log(np.concatenate([step_time(g, calibration) for g in groups]))
         return np.r_[predicted - measured, PRIOR_WEIGHT * x[:params.n_efficiencies]]
 
-    fits = [_levenberg_marquardt(residual, start) for start in params.starts()]
+    fits = [levenberg_marquardt(residual, start) for start in params.starts()]
     best = min(fits, key=lambda x: float(residual(x) @ residual(x)))
     return params.calibration(best, name, n_layers)
 

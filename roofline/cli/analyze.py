@@ -36,9 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated batch sizes (default %(default)s)")
     parser.add_argument("--prompt", metavar="P", default="1024", help="prompt tokens (default %(default)s)")
     parser.add_argument("--gen", metavar="G", default="128", help="generated tokens (default %(default)s)")
-    parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
-    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
-    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    add_precision(parser)
     parser.add_argument("--kv-heads", metavar="K", default=None,
                         help="what-if: this many KV heads (must divide the query heads)")
     parser.add_argument("--method", metavar="{roofline,napkin}", default="roofline",
@@ -87,6 +85,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMANDS = [("analyze", add_arguments, run)]
+
+
+def add_precision(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--weights", metavar="DTYPE", default="bf16",
+                        help="weight format: bf16, fp16, fp8, int8, int4, q8_0, q4_0 (default %(default)s)")
+    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
+    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
 
 
 def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ from ..config import check_context, load_model
 from ..hardware import load_hardware
 from ..precision import Precision, normalize_dtype
 from ..serving.batching import MAX_REQUESTS
-from .analyze import add_prefill_chunk, prefill_chunk
+from .analyze import add_precision, add_prefill_chunk, prefill_chunk
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -45,9 +45,7 @@ def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b", prompt
     parser.add_argument("--hardware", metavar="HW", default="h100-sxm", help="bundled id or a JSON path")
     if prompt:
         parser.add_argument("--prompt", metavar="S", default="1024", help="tokens already in context (default %(default)s)")
-    parser.add_argument("--weights", metavar="DTYPE", default="bf16", help="weight dtype (default %(default)s)")
-    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
-    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    add_precision(parser)
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
                         help="a calibration FILE or 'default' (none: the ideal bound)")
     parser.add_argument("--engine", metavar="NAME|FILE", default=None,
