@@ -6,10 +6,10 @@ import sys
 
 from validation import cli as cli_validation
 
-from . import analyze, engines, report, serving
+from . import analyze, engines, plan, report, serving
 
 # Each module lists COMMANDS = [(name, add_arguments(parser), run(args) -> int)].
-MODULES = (analyze, report, serving, engines, cli_validation)
+MODULES = (analyze, report, serving, engines, plan, cli_validation)
 
 
 def main(argv: list[str] | None = None) -> int:
