@@ -711,9 +711,42 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
                "copy bandwidth and GEMM FLOP/s measured with the point.")
 
 
+def page_plan(analysis: Analysis, setup: Setup) -> None:
+    """The cheapest deployments of this model that meet TTFT and TPOT at a request rate (roofline.plan)."""
+    from roofline.plan import Targets, Workload, load_prices, plan
+    prices = load_prices()
+    columns = st.columns(5)
+    rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")
+    ttft = columns[1].number_input("TTFT target (ms)", min_value=1.0, value=500.0, key="plan_ttft")
+    tpot = columns[2].number_input("TPOT target (ms)", min_value=0.1, value=50.0, key="plan_tpot")
+    hardware = columns[3].multiselect("hardware (priced)", sorted(prices), default=sorted(prices), key="plan_hw")
+    engines = columns[4].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
+                                     default=["ideal"], key="plan_engines")
+    if not hardware or not engines:
+        st.info("Pick at least one device and one engine.")
+        return
+    frame = plan(setup.model, Workload(rate, setup.prompt, setup.gen), Targets(ttft / 1e3, tpot / 1e3), tuple(hardware),
+                 engines=tuple(engines), prices=prices, prefill_chunk=setup.prefill_chunk)
+    kept = frame[frame["feasible"]].assign(tpot_ms=lambda f: f["tpot_s"] * 1e3,
+                                           configuration=lambda f: f["hardware"] + " tp" + f["tp"].astype(str) + " "
+                                           + f["weights"] + " " + f["engine"])
+    st.caption(f"{setup.model.name}: {rate:g} requests/s of prompt {setup.prompt} and {setup.gen} output tokens "
+               f"(the sidebar's workload); prices: data/prices.yaml. Each point is one deployment: hover for it.")
+    if kept.empty:
+        st.warning("No candidate meets the targets: relax TTFT or TPOT, or add hardware.")
+    else:
+        st.scatter_chart(kept, x="tpot_ms", y="usd_per_million_tokens", color="hardware", size="gpus")
+        st.dataframe(kept[["configuration", "batch", "replicas", "gpus", "usd_per_million_tokens",
+                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound"]], hide_index=True)
+    rejected = frame[~frame["feasible"]]
+    if len(rejected):
+        st.caption("Rejected: " + ", ".join(f"{n} by {reason}" for reason, n in
+                                            rejected["rejected"].str.split(":").str[0].value_counts().items()))
+
+
 PAGES = {"Roofline": page_roofline, "Latency–throughput": page_latency, "Memory": page_memory,
          "Per-op table": page_ops, "Regime map": page_regime, "Derivation": page_derivation, "Compare": page_compare,
-         "Validation": page_validation}
+         "Validation": page_validation, "Plan": page_plan}
 NEEDS_NO_ANALYSIS = ("Validation",)
 
 

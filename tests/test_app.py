@@ -412,3 +412,14 @@ def test_an_engine_gives_its_estimate_with_the_ideal_bound_and_the_gap_by_term()
     assert metric(at, "TPOT") == fmt_seconds(expected_metrics["tpot_s"])
     [note] = [i.value for i in at.info if "gpt-fast" in i.value]
     assert fmt_seconds(expected_metrics["ideal_tpot_s"]) in note and "launch +" in note
+
+
+def test_the_plan_page_ranks_what_the_library_ranks():
+    from roofline.plan import Targets, Workload, plan
+    at = start()
+    at.radio(key="page").set_value("Plan").run()
+    clean(at)
+    expected_frame = plan(load_model("llama-2-13b"), Workload(10.0, 1024, 128), Targets(0.5, 0.05))
+    best = expected_frame[expected_frame["feasible"]].iloc[0]
+    shown_frame = at.dataframe[0].value
+    assert shown_frame["usd_per_million_tokens"].iloc[0] == pytest.approx(best["usd_per_million_tokens"])
