@@ -176,3 +176,11 @@ def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp
     with_engine = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp"))
     assert "Achievable with" not in plain and "## 8. Achievable with llama.cpp" in with_engine
     assert "+launch (ms)" in with_engine
+
+
+@pytest.mark.parametrize("command", ["analyze", "report", "speculate", "crossovers", "simulate", "parallel",
+                                     "fit-engine", "accuracy", "plan", "validate", "fit"])
+def test_every_command_prints_its_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0 and "usage: roofline" in capsys.readouterr().out

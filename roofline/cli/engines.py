@@ -50,7 +50,7 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", action="append",
                         help="engines to score (repeatable; default: every bundled engine with rows in the file)")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, ±10% band")
+    parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, with a ±10%% band")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
