@@ -30,13 +30,7 @@ RESULTS: dict = {}
 
 def timed(fn, repeats=50) -> float:
     """Median seconds of a CUDA-graphed replay, after ~0.3 s of warm-up so clocks settle."""
-    fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    while time.perf_counter() - start < 0.3:
-        fn()
-        torch.cuda.synchronize()
-    return time_cuda(fn, repeats, warmup=3).median_s
+    return time_cuda(fn, repeats, warmup=3, warmup_s=0.3).median_s
 
 
 def record(section: str, key: str, **values) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from .calibration import Calibration
+from .precision import BITS
 from .hardware import DATA_DIR
 
 ENGINES_DIR = DATA_DIR / "engines"
@@ -79,8 +80,7 @@ class Engine:
         """The engine's roofs for one weight format, as the step pricer's Calibration (fractions of the datasheet)."""
         bandwidth = self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
         return Calibration(name=f"engine {self.name}", bandwidth_efficiency=bandwidth,
-                           flops_efficiency={d: self.flops_efficiency for d in ("fp32", "tf32", "bf16", "fp16", "fp8",
-                                                                                 "int8", "int4")},
+                           flops_efficiency={d: self.flops_efficiency for d in BITS},  # every matmul dtype
                            step_overhead_s=self.step_overhead_s, layer_overhead_s=self.layer_overhead_s,
                            attention_bandwidth_efficiency=self.attention_bandwidth_efficiency,
                            attention_flops_efficiency=self.attention_flops_efficiency)
