@@ -416,6 +416,7 @@ def headline(analysis: Analysis) -> None:
                 f"ideal bound's {fmt_seconds(m['ideal_ttft_s'])}, TPOT {fmt_seconds(m['tpot_s'])} against "
                 f"{fmt_seconds(m['ideal_tpot_s'])}. The decode step's difference, by term: "
                 + ", ".join(f"{term} +{fmt_seconds(seconds)}" for term, seconds in gap.items()) + ".")
+        st.image(figure_png("engine_waterfall", m["ideal_tpot_s"], gap, engine.name))
     window = analysis.config.max_positions
     if window and m["prompt_len"] + m["gen_len"] > window:
         st.warning(f"Beyond the context window: prompt + generate = {m['prompt_len'] + m['gen_len']} tokens, but "

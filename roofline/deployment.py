@@ -129,7 +129,10 @@ class Deployment:
     @cached_property
     def achievable(self) -> Calibration:
         """The roofs and fixed costs steps are priced at: the engine's for this weight format, or the calibration."""
-        return self.calibration if self.engine.is_ideal else self.engine.calibration(self.precision.weights)
+        if self.engine.is_ideal:
+            return self.calibration
+        group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
+        return self.engine.calibration(self.precision.weights, group)
 
     @cached_property
     def roofs(self) -> Roofs:

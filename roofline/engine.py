@@ -3,7 +3,8 @@
 An engine turns the ideal roofline into its own estimate through terms a reader can check:
 - the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach;
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
-- the fraction of bandwidth its decode attention reads the cache at;
+- the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
+  read a GQA group's shared K/V again (once per group, or once per query head);
 - its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host) and per
   request (tokenizing, scheduling: paid once, in TTFT);
 - the latency of one of its all-reduces (tensor parallelism: two a layer).
@@ -36,7 +37,16 @@ PARAMETERS = {
     "step_overhead_s": ("s", 0.0, math.inf, "per step: host work (sampling, scheduling, Python)"),
     "request_overhead_s": ("s", 0.0, math.inf, "per request, once, in TTFT"),
     "allreduce_latency_s": ("s", 0.0, math.inf, "one all-reduce's fixed latency (two a layer under tp)"),
+    # A kernel with one thread block per query head (TensorRT-LLM's masked MHA before XQA) reads a GQA
+    # group's K/V once per query head, unless L2 catches the repeats; flash-decoding and XQA read it once.
+    # Near the ridge a kernel neither streams at the bandwidth roof nor computes at the FLOP/s roof:
+    # an op takes (c^p + m^p)^(1/p) (p = 1: compute and memory never overlap; inf: the sharp roofline).
+    "corner": ("p", 1.0, math.inf, "sharpness of the roofline corner: an op takes (compute^p + memory^p)^(1/p)"),
+    "gqa_rereads": ("share", 0.0, 1.0, "of a GQA group's other query heads whose attention reads the group's K/V "
+                    "again (0: once per group; 1: once per query head)"),
 }
+# Absent from a file: the hardware's link latency; the sharp roofline; no re-reads.
+OPTIONAL = ("allreduce_latency_s", "corner", "gqa_rereads")
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 
 
@@ -51,11 +61,14 @@ class Engine:
     step_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
+    corner: float = math.inf
+    gqa_rereads: float = 0.0
     quantized_efficiency: dict = field(default_factory=dict)  # e.g. {"int4": 0.6}; missing formats: 1
     pinned_by: dict = field(default_factory=dict)  # parameter -> the rows or measurement that pin it
     framework: str = ""  # the published rows' `framework` prefix this engine is fitted to
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
     priors: dict = field(default_factory=dict)  # fitted parameter -> its value before any row was seen
+    prior_sources: dict = field(default_factory=dict)  # fitted parameter -> where its prior comes from
 
     def __post_init__(self):
         for name, (unit, low, high, what) in PARAMETERS.items():
@@ -76,19 +89,28 @@ class Engine:
         from .engine_fit import with_values  # the fit's own setter, which knows the quantized names
         return with_values(self, list(self.priors), list(self.priors.values()))
 
-    def calibration(self, weights: str) -> Calibration:
-        """The engine's roofs for one weight format, as the step pricer's Calibration (fractions of the datasheet)."""
+    def calibration(self, weights: str, group: int = 1) -> Calibration:
+        """The engine's roofs for one weight format, as the step pricer's Calibration (fractions of the datasheet).
+
+        group: query heads sharing one K/V head (N/K). Reading the cache 1 + r (group - 1) times over is
+        priced as attention streaming the cache that many times slower: the bytes a step needs stay the
+        model's, the engine's kernels move more of them.
+        """
         bandwidth = self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
+        reads = 1 + self.gqa_rereads * (group - 1)
         return Calibration(name=f"engine {self.name}", bandwidth_efficiency=bandwidth,
                            flops_efficiency={d: self.flops_efficiency for d in BITS},  # every matmul dtype
                            step_overhead_s=self.step_overhead_s, layer_overhead_s=self.layer_overhead_s,
-                           attention_bandwidth_efficiency=self.attention_bandwidth_efficiency,
+                           corner=self.corner,
+                           attention_bandwidth_efficiency=self.attention_bandwidth_efficiency / reads,
                            attention_flops_efficiency=self.attention_flops_efficiency)
 
     def as_document(self) -> dict:
         document = {"name": self.name, "framework": self.framework, "fit": list(self.fit)}
         if self.priors:
             document["priors"] = dict(self.priors)
+        if self.prior_sources:
+            document["prior_sources"] = dict(self.prior_sources)
         for name, (unit, low, high, what) in PARAMETERS.items():
             document[name] = {"value": getattr(self, name), "unit": unit, "bounds": [low, high], "what": what,
                               "pinned_by": self.pinned_by.get(name, "the ideal bound" if getattr(self, name) ==
@@ -103,7 +125,7 @@ def check(engine: str, name: str, value, low: float, high: float, unit: str, wha
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ValueError(f"engine {engine!r}: {name} must be a number ({unit}, {what}), got {value!r}")
     if not (low < value <= high if unit == "fraction" else low <= value <= high):
-        bound = f"in ({low:g}, {high:g}]" if unit == "fraction" else f">= {low:g}"
+        bound = {"fraction": f"in ({low:g}, {high:g}]", "share": f"in [{low:g}, {high:g}]"}.get(unit, f">= {low:g}")
         raise ValueError(f"engine {engine!r}: {name} = {value!r} is out of its bounds: it must be {bound} ({what})")
 
 
@@ -120,7 +142,7 @@ def engine_from_document(raw, where: str) -> Engine:
     values, pinned = {}, {}
     for name in PARAMETERS:
         if name not in raw:
-            if name == "allreduce_latency_s":
+            if name in OPTIONAL:
                 continue
             raise ValueError(f"engine {where}: parameter {name!r} is missing ({PARAMETERS[name][3]}); add it with "
                              f"its value, bounds {PARAMETERS[name][1:3]} and what pins it")
@@ -141,8 +163,12 @@ def engine_from_document(raw, where: str) -> Engine:
     priors = raw.get("priors") or {}
     if not isinstance(priors, dict) or set(priors) - set(fit):
         raise ValueError(f"engine {where}: priors must map fitted parameters (those in fit) to their values")
+    sources = raw.get("prior_sources") or {}
+    if not isinstance(sources, dict) or set(sources) - set(priors):
+        raise ValueError(f"engine {where}: prior_sources must map parameters in priors to where each prior comes from")
     return Engine(name=str(raw.get("name") or where), quantized_efficiency=quantized, pinned_by=pinned,
-                  framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors), **values)
+                  framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
+                  prior_sources={str(k): str(v) for k, v in sources.items()}, **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

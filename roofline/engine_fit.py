@@ -14,7 +14,8 @@ import warnings
 
 import numpy as np
 
-from .engine import QUANTIZED, Engine
+from .config import load_model
+from .engine import PARAMETERS, QUANTIZED, Engine
 from .least_squares import levenberg_marquardt
 from .published import Row, errors
 
@@ -25,6 +26,10 @@ EFFICIENCY_CAP = 0.999  # logistic(x) < 1: an efficiency of exactly 1 is the ide
 
 def is_latency(name: str) -> bool:
     return name.endswith("_s")
+
+
+def is_exponent(name: str) -> bool:
+    return PARAMETERS.get(name, ("",))[0] == "p"
 
 
 def get(engine: Engine, name: str) -> float:
@@ -48,6 +53,8 @@ def with_values(engine: Engine, names: list[str], values) -> Engine:
 def to_free(name: str, value: float) -> float:
     if is_latency(name):
         return float(np.log(max(value, 1e-9)))
+    if is_exponent(name):  # p = 1 + e^x >= 1; the sharp roofline (inf) starts the fit at p = 1 + e^3
+        return float(np.log(max(min(value, 1 + np.exp(3.0)) - 1, 1e-6)))
     value = min(max(value, 1e-4), EFFICIENCY_CAP - 1e-6)
     return float(np.log(value / (EFFICIENCY_CAP - value)))
 
@@ -55,6 +62,8 @@ def to_free(name: str, value: float) -> float:
 def from_free(name: str, x: float) -> float:
     if is_latency(name):
         return float(np.exp(np.clip(x, -25, 2)))
+    if is_exponent(name):
+        return float(1 + np.exp(np.clip(x, -12, 6)))
     return float(EFFICIENCY_CAP / (1 + np.exp(-x)))
 
 
@@ -68,10 +77,17 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
             continue
         if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
             continue
+        if name == "gqa_rereads" and not any(_grouped(row.model) for row in rows):
+            continue
         if name == "request_overhead_s" and not any(row.metric != "decode_tokens_per_s" for row in rows):
             continue
         kept.append(name)
     return kept
+
+
+def _grouped(model: str) -> bool:
+    config = load_model(model)
+    return config.has_kv_heads and config.n_kv_heads < config.n_heads
 
 
 def fit_engine(prior: Engine, rows: list[Row], names: list[str], pinned_note: str = "") -> Engine:

@@ -52,6 +52,39 @@ def test_each_engine_term_reaches_the_step_where_it_belongs():
     assert int4.roofs.bandwidth == pytest.approx(0.4 * A100.memory_bandwidth)
 
 
+def test_gqa_rereads_read_the_cache_once_per_query_head_at_one():
+    """Decode attention's memory time, by hand: L layers x B·S keys x 2·K·H values x 2 bytes, read 1 + r(N/K − 1)
+    times at the engine's attention bandwidth. Llama-2-70B has N/K = 8; Llama-2-7B (MHA) has no group to re-read."""
+    batch, context = 16, 2049
+    for name, group in (("llama-2-70b", 8), ("llama-2-7b", 1)):
+        model = load_model(name)
+        cache = model.n_layers * batch * context * 2 * model.n_kv_heads * model.head_dim * 2 / (0.8 * A100.memory_bandwidth)
+
+        def attention_memory_s(rereads, model=model):
+            engine = Engine(name="g", attention_bandwidth_efficiency=0.8, gqa_rereads=rereads)
+            step = Deployment(model, A100, engine=engine).step("decode", batch, context)
+            [row] = [i for i, op in enumerate(step.ops) if op.op == "attention"]
+            return float(step.memory_s[row])
+        once = attention_memory_s(0.0)
+        assert once == pytest.approx(cache, rel=0.01)  # the rest: reading Q, writing O
+        for rereads in (0.5, 1.0):
+            assert attention_memory_s(rereads) - once == pytest.approx(once * rereads * (group - 1), rel=1e-9)
+
+
+def test_the_corner_rounds_the_roofline_where_compute_and_memory_meet():
+    """p = 1: an op takes compute + memory (no overlap); p = inf: the sharp roofline's max."""
+    model = load_model("llama-2-7b")
+
+    def step(corner):
+        return Deployment(model, A100, engine=Engine(name="c", flops_efficiency=0.9, corner=corner)).step(
+            "prefill", 1, 128)
+    sharp, none, soft = step(float("inf")), step(1.0), step(2.0)
+    c, m = np.array(sharp.compute_s[:-1], dtype=float), np.array(sharp.memory_s[:-1], dtype=float)
+    assert np.array(none.time_s[:-1], dtype=float) == pytest.approx(c + m)
+    assert np.array(soft.time_s[:-1], dtype=float) == pytest.approx(np.hypot(c, m))
+    assert float(sharp.total_s) < float(soft.total_s) < float(none.total_s)
+
+
 def test_an_engine_and_a_calibration_together_are_refused():
     with pytest.raises(ValueError, match="give one"):
         Deployment(load_model("llama-2-7b"), A100, calibration=roofline.Calibration("c", 0.5), engine=load_engine("gpt-fast"))
@@ -71,6 +104,10 @@ def test_a_bad_engine_file_names_the_parameter_and_its_bound(tmp_path):
     (tmp_path / "negative.yaml").write_text(yaml.safe_dump(negative))
     with pytest.raises(ValueError, match="step_overhead_s = -0.001 is out of its bounds: it must be >= 0"):
         load_engine(str(tmp_path / "negative.yaml"))
+    for name, value, bound in (("corner", 0.5, ">= 1"), ("gqa_rereads", 1.5, r"in \[0, 1\]")):
+        (tmp_path / "out.yaml").write_text(yaml.safe_dump({**good, name: value}))
+        with pytest.raises(ValueError, match=f"{name} = {value} is out of its bounds: it must be {bound}"):
+            load_engine(str(tmp_path / "out.yaml"))
 
 
 def test_an_unknown_engine_lists_the_known_ones(capsys):
@@ -121,10 +158,26 @@ def test_shipped_batch1_profiles_meet_the_leave_one_out_targets(name):
     assert ideal["median"] > 0.5  # the bound alone misses these rows by far
 
 
+def test_the_tensorrt_llm_profile_is_physical_and_close_on_rows_it_never_saw():
+    """Batched throughput meets the 10% / 25% leave-one-out target; TTFT meets the median and misses the p90
+    (29%: one row of four, the 7B 128-token prefill, whose fit without it cannot split the request cost
+    from the all-reduce latency, the only other short prompt being on four GPUs)."""
+    engine = load_engine("tensorrt-llm")
+    assert engine.allreduce_latency_s < 100e-6 and engine.layer_overhead_s < 20e-6  # no stand-in for missing terms
+    assert 1 < engine.corner < 3.1 and 0 < engine.gqa_rereads < 1
+    rows = [r for r in read_rows() if r.framework.startswith(engine.framework)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        held_out = summary(rows, leave_one_out(engine, rows, list(engine.fit)))
+    assert held_out["batched throughput"]["median"] <= 0.10 and held_out["batched throughput"]["p90"] <= 0.25
+    assert held_out["TTFT"]["median"] <= 0.10 and held_out["TTFT"]["p90"] <= 0.30
+
+
 def test_every_shipped_profile_is_physical_and_says_what_pins_each_fitted_parameter():
     for name in ("ideal", "harness", "hf-eager", "gpt-fast", "llama.cpp", "tensorrt-llm"):
         engine = load_engine(name)  # bounds are checked on load
         assert all(engine.pinned_by.get(p) for p in engine.fit), name
+        assert set(engine.prior_sources) <= set(engine.priors), name
 
 
 def test_analyze_json_carries_the_engine_and_the_ideal_times(capsys):
@@ -141,7 +194,8 @@ def test_the_engine_gap_is_named_terms_that_add_up_to_engine_minus_ideal(engine,
     a = roofline.analyze("llama-2-7b", "a100-80gb", batch=[4], prompt=512, engine=engine,
                          precision=roofline.Precision(weights=weights), tp=tp)
     gap = a.engine_gap(4, 512)
-    assert list(gap.index) == ["efficiency", "quantized kernels", "launch", "host", "collectives"]
+    assert list(gap.index) == ["efficiency", "corner", "GQA re-reads", "quantized kernels", "launch", "host",
+                               "collectives"]
     m = a.metrics.iloc[0]
     assert gap.sum() == pytest.approx(m["tpot_s"] - m["ideal_tpot_s"], rel=1e-9)
     assert (gap >= -1e-12).all() and (gap["quantized kernels"] > 0) == (weights in ("int4", "q4_0"))
@@ -176,6 +230,14 @@ def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp
     with_engine = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp"))
     assert "Achievable with" not in plain and "## 8. Achievable with llama.cpp" in with_engine
     assert "+launch (ms)" in with_engine
+
+
+def test_the_report_draws_the_engine_gap_as_a_waterfall(tmp_path):
+    from roofline.views.render import markdown
+    from roofline.views.report import build_study
+    study = build_study("llama-2-7b", "a100-80gb", batch=[1], engine="tensorrt-llm")
+    assert study.figures["engine-gap-a100-80gb.png"][:4] == b"\x89PNG"
+    assert "engine-gap-a100-80gb.png" in markdown(study)
 
 
 @pytest.mark.parametrize("command", ["analyze", "report", "speculate", "crossovers", "simulate", "parallel",

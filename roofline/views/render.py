@@ -278,6 +278,9 @@ def _achievable_blocks(study: Study) -> list:
     for dev in study.devices:
         if dev.achievable is not None:
             blocks += [("h", 3, dev.hardware.name), ("table", dev.achievable.round(3))]
+            name = figure_name("engine-gap", dev.hardware.id)
+            if name in study.figures:
+                blocks.append(("img", name, f"the decode gap of {engine} over the ideal bound, term by term"))
     return blocks
 
 

@@ -448,6 +448,12 @@ def _figures(study: Study) -> dict[str, bytes]:
         figures[figure_name("roofline", dev.hardware.id)] = plots.roofline_chart(dev.hardware, ops)
         figures[figure_name("regime", dev.hardware.id)] = plots.regime_map(
             dev.regime, marks, f"Decode regime on {dev.hardware.name} ({study.config.name})")
+        if dev.achievable is not None:  # the first batch's decode gap, term by term
+            row = dev.achievable.iloc[0]
+            gap = pd.Series({c[1:-5]: row[c] / 1e3 for c in dev.achievable if c.startswith("+")})
+            figures[figure_name("engine-gap", dev.hardware.id)] = plots.engine_waterfall(
+                row["ideal TPOT (ms)"] / 1e3, gap, inputs["engine"],
+                f"{study.config.name} on {dev.hardware.name}, B={int(row['batch'])}: ideal to {inputs['engine']}")
         if dev.validation and dev.validation.comparison is not None:
             comparison = dev.validation.comparison
             which = "calibrated_s" if dev.validation.given.calibration else "ideal_s"
