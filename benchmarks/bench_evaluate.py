@@ -48,6 +48,10 @@ def main() -> None:
         "engine_decode_sweep_s": median_seconds(lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches,
                                                                        context=contexts, prefill=False, engine="gpt-fast"),
                                                 args.repeats),
+        # TensorRT-LLM's profile rounds the roofline corner: a power per op and point, the costliest engine.
+        "corner_engine_decode_sweep_s": median_seconds(
+            lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches, context=contexts, prefill=False,
+                                   engine="tensorrt-llm"), args.repeats),
         "full_sweep_10k_s": median_seconds(lambda: roofline.sweep("llama-3-8b", "h100-sxm", batch=batches[:100],
                                                                   context=contexts[:100]), args.repeats),
         "full_sweep_points": batches.size * contexts.size,
@@ -63,6 +67,7 @@ def main() -> None:
     results["decode_sweep_in_numpy_fmas"] = results["decode_sweep_s"] / results["numpy_fma_1e6_s"]
     results["full_points_per_s"] = results["full_sweep_points"] / results["full_sweep_s"]
     results["engine_sweep_ratio"] = results["engine_decode_sweep_s"] / results["decode_sweep_s"]
+    results["corner_engine_sweep_ratio"] = results["corner_engine_decode_sweep_s"] / results["decode_sweep_s"]
     if args.json:
         print(json.dumps(results, indent=2, sort_keys=True))
         return
@@ -70,7 +75,8 @@ def main() -> None:
           f"({results['decode_sweep_s'] * 1e3:.0f} ms for 1e6 points = "
           f"{results['decode_sweep_in_numpy_fmas']:.0f} numpy multiply-adds of 1e6)")
     print(f"the same decode sweep with an engine (gpt-fast; its estimate and the ideal bound beside it): "
-          f"{results['engine_sweep_ratio']:.2f}x the time (target <= 2x)")
+          f"{results['engine_sweep_ratio']:.2f}x the time (target <= 2x); with tensorrt-llm's rounded corner "
+          f"{results['corner_engine_sweep_ratio']:.2f}x")
     print(f"full sweep (prefill, decode, E2E), 1e4 points: {results['full_sweep_10k_s'] * 1e3:.1f} ms")
     print(f"full sweep (prefill, decode, E2E), 1e6 points: {results['full_points_per_s']:.3g} points/s "
           f"({results['full_sweep_s'] * 1e3:.0f} ms)")

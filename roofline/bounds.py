@@ -94,11 +94,13 @@ def to_shape(value, shape: tuple) -> np.ndarray:
 
 
 def soft_maximum(c, m, p: float):
-    """(c^p + m^p)^(1/p), scaled by the larger term so no power overflows: a rounded roofline corner
+    """(c^p + m^p)^(1/p), as top·(1 + (low/top)^p)^(1/p) so no power overflows: a rounded roofline corner
     (measured kernels rarely overlap compute and memory perfectly where the two are close)."""
-    top = np.maximum(c, m)
-    safe = np.where(top > 0, top, 1.0)
-    return top * ((c / safe) ** p + (m / safe) ** p) ** (1 / p)
+    top, low = np.maximum(c, m), np.minimum(c, m)
+    if np.isscalar(p) and p == 1:
+        return top + low
+    ratio = np.divide(low, top, out=np.zeros(np.shape(top)), where=top > 0)
+    return top * (1 + ratio ** p) ** (1 / p)
 
 
 def op_times(peak, bandwidth, flops, weights, act_read, act_write, kv_read, kv_write, corner: float) -> tuple:
