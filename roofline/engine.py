@@ -10,6 +10,12 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - the latency of one of its all-reduces (tensor parallelism: two a layer).
 
 Each parameter has a unit, a physical bound and a note of the rows that pin it (`data/engines/*.yaml`).
+
+On other devices. Efficiencies are fractions of the device's own datasheet roofs, so a profile fitted
+on A100 rows prices an H100 at the same fractions: the same kernels, recompiled, reach similar
+fractions of a newer part's roofs (the project's H100 harness streams at 0.69-0.81 of its datasheet,
+gpt-fast's A100 rows at 0.83). Latencies (launch, host, request, all-reduce) transfer as seconds. Both
+are assumptions, checked only where published rows exist: today the A100 alone.
 An engine prices through the one step pricer: it is a field of `Deployment`, which takes its roofs
 (`calibration`), its fixed costs and its all-reduce latency from it; nothing here computes a step.
 """
