@@ -710,6 +710,30 @@ def hf_flops_by_op(
     return {str(op): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
 
 
+def hf_visible_keys(kind: str, size: int, context: int, queries: int) -> tuple[int, int]:
+    """(query-key pairs, distinct keys) that transformers' own mask functions let the last `queries`
+    positions of a `context`-token sequence see, for one sequence and head.
+
+    kind: "chunked" (``chunked_causal_mask_function``: Llama 4) or "sliding"
+    (``sliding_window_causal_mask_function``: Mistral, Gemma, gpt-oss), with ``size`` the chunk or window.
+    This is the mask, not the compute: eager attention multiplies the full score matrix and masks it
+    (FlopCounterMode sees every pair), so the mask is the oracle for what a masked kernel must do.
+    """
+    from transformers import masking_utils
+
+    if kind == "chunked":
+        fn = masking_utils.chunked_causal_mask_function(size, torch.zeros(1, dtype=torch.long))
+    elif kind == "sliding":
+        fn = masking_utils.sliding_window_causal_mask_function(size)
+    else:
+        raise ValueError(f"kind must be 'chunked' or 'sliding', got {kind!r}")
+    q_idx = torch.arange(context - queries, context).view(-1, 1)
+    kv_idx = torch.arange(context).view(1, -1)
+    zero = torch.zeros((), dtype=torch.long)
+    visible = torch.as_tensor(fn(zero, zero, q_idx, kv_idx)).expand(queries, context)
+    return int(visible.sum()), int(visible.any(dim=0).sum())
+
+
 def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     """All tensors held by a transformers cache object (5.x ``Cache`` with ``.layers``, or a legacy tuple)."""
     tensors: list[torch.Tensor] = []
