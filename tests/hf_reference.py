@@ -97,6 +97,26 @@ Attention, KV cache, decode
       positions are an embedding lookup (no FLOPs). The head is tied to ``wte``
       (counted once in parameters). The head matmul is counted.
 
+Families added in issue 14 (qwen3, qwen3_moe, gemma3, glm4_moe, kimi_k2, llama4, gpt_oss)
+    * Counted the same way as above (all matched exactly, tiny CPU configs and real configs on meta).
+      Not counted, because they are elementwise: the per-head q/k norms (Qwen3, Gemma 3, GLM-4.5 RMSNorm;
+      Llama 4's weightless L2 norm), gpt-oss's attention sinks (one logit per head concatenated to the
+      scores before the softmax; ``sinks`` IS a parameter, N per layer), gpt-oss's clamped SwiGLU, and the
+      bias adds of gpt-oss's experts (``x @ W + b``: the ``@`` is an ``aten.mm``).
+    * Llama 4 MoE (``Llama4TextMoe``) runs EVERY expert on every token: the input is repeated E times,
+      scaled by the router's masked sigmoid scores, and multiplied with ``bmm`` against all experts. The
+      counter sees ``E / k`` times the routed FLOPs; the oracle compares with ``top_k = E``. It has no
+      ``experts_implementation`` switch.
+    * Chunked attention (Llama 4, ``chunked_attention`` layers) and sliding windows are applied only
+      through the mask: eager prefill still counts all S x S scores. The cache keeps a chunked layer in a
+      ``DynamicSlidingWindowLayer`` of ``attention_chunk_size`` (only the mask differs), so decode attends
+      to ``min(S, chunk)`` cached keys. What the mask lets through is measured by ``hf_visible_keys``.
+    * GLM-4.5's ``e_score_correction_bias`` is a buffer (like DeepSeek-V3's); its MTP layer
+      (``num_nextn_predict_layers``) is not built. gpt-oss's router bias IS a parameter.
+    * Multimodal configs (``gemma3``, ``llama4``): the language model is built from ``text_config``
+      (Gemma3ForCausalLM, Llama4ForCausalLM); keys the file leaves out take the class defaults
+      (gemma-3-27b has no ``vocab_size``: 262208). ``kimi_k2`` is built as ``deepseek_v3``.
+
 Meta device
     Every forward here also runs on ``device="meta"`` (shapes only, no memory),
     with "batched_mm" experts because the eager expert loop calls ``nonzero()``.
