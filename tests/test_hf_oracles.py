@@ -90,3 +90,12 @@ def test_the_oracle_catches_moe_experts_counted_densely():
     dense = config.with_overrides(top_k=config.n_experts)  # every token through every expert
     expected = hf_flops(TINY_CONFIGS["mixtral"], 2, 16, "prefill")
     assert our_flops(dense, "prefill", 2, 16) > 1.2 * expected
+
+
+@pytest.mark.parametrize("case, wrong", [("qwen3", {"qk_norm": ""}), ("gemma3-text", {"norms_per_layer": 2}),
+                                         ("gpt-oss", {"attention_sinks": False}), ("gpt-oss", {"expert_bias": False}),
+                                         ("gpt-oss", {"router_param_bias": False})])
+def test_the_oracle_catches_a_dropped_norm_sink_or_bias(case, wrong):
+    config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
+    assert parameter_count(config) == hf_parameter_count(TINY_CONFIGS[case])
+    assert parameter_count(config.with_overrides(**wrong)) != hf_parameter_count(TINY_CONFIGS[case])
