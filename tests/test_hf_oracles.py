@@ -25,7 +25,7 @@ HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")
 REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b", "gpt2",
                     "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1",
                     "qwen3-8b", "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
-                    "gpt-oss-20b"]
+                    "llama-4-maverick", "gpt-oss-20b"]
 HF_RUNS_EVERY_EXPERT = ("llama4_text",)
 
 

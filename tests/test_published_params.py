@@ -14,7 +14,7 @@ from roofline.model import active_parameter_count, parameter_count
 B = 1e9
 # Llama-4-Scout's vision tower and projector: Llama4ForConditionalGeneration built from
 # data/models/llama-4-scout.json on the meta device (transformers 5.23) holds 108,641,793,536 parameters,
-# 871,932,416 of them outside its language model.
+# 871,932,416 of them outside its language model (Maverick's, built the same way: the same 871,932,416).
 SCOUT_VISION = 871_932_416
 EMBEDDING, HEAD = "embedding", "head"
 # model, which count, published, unit, reading, left out of 'active', source
@@ -40,6 +40,10 @@ PUBLISHED = [
     ("llama-4-scout", "total", 109 * B - SCOUT_VISION, 1 * B, "round", (),
      "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E model card: 17B activated, 109B total"),
     ("llama-4-scout", "active", 17 * B, 1 * B, "round", (), "the same card"),
+    # Llama 4 Maverick: '400B' (read to the ten) with the same vision tower; MoE on every 2nd layer.
+    ("llama-4-maverick", "total", 400 * B - SCOUT_VISION, 10 * B, "round", (),
+     "https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E model card: 17B activated, 400B total"),
+    ("llama-4-maverick", "active", 17 * B, 1 * B, "round", (), "the same card"),
     # gpt-oss model card Table 1, to 10M; active leaves out the embedding (the unembedding stays in).
     ("gpt-oss-20b", "total", 20.91 * B, 0.01 * B, "round", (), "gpt-oss model card, arXiv:2508.10925, Table 1"),
     ("gpt-oss-20b", "active", 3.61 * B, 0.01 * B, "round", (EMBEDDING,), "the same table"),
