@@ -27,7 +27,7 @@ from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.engine import ENGINES_DIR
-from roofline.config import FAMILIES, GLOBAL, WINDOW
+from roofline.config import CHUNKED, FAMILIES, GLOBAL, WINDOW
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.evaluate import DEFAULT_PREFILL_CHUNK
@@ -538,7 +538,7 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
                   calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk,
                   **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
-    windowed = WINDOW in analysis.config.layer_attention
+    windowed = bool({WINDOW, CHUNKED} & set(analysis.config.layer_attention))  # KV reads that stop growing
     st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
                         f"{analysis.config.name} on {analysis.hardware.name}: what binds a decode step",
                         critical_batch=lines["critical"][1] if "critical" in lines else None,
@@ -546,7 +546,8 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
     st.caption("Colour: what most of a decode step's time waits on, or out of memory (weights + KV at context + "
                f"{setup.gen} generated tokens). Dashed: the critical batch where weight matmuls turn compute-bound; "
                "dotted: where the KV cache read equals the weight read."
-               + (" (Not drawn for models with sliding-window layers: their KV read stops growing at W.)" if windowed else ""))
+               + (" (Not drawn for models with sliding-window or chunked layers: their KV read stops growing at W or "
+                  "W_c.)" if windowed else ""))
 
 
 def page_derivation(analysis: Analysis, setup: Setup) -> None:

@@ -18,11 +18,26 @@ import numpy as np
 from .hardware import DATA_DIR
 
 MODELS_DIR = DATA_DIR / "models"
-FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2")
+FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
+            "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss")
 GLOBAL, WINDOW = "global", "window"
+CHUNKED = "chunked"  # Llama 4: a query sees only the keys of its own chunk of `chunk` positions
+ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED)
+QK_NORMS = ("", "rms", "l2")  # per-head norm of queries and keys: none, RMSNorm (weight H), weightless L2
+# Multimodal configs whose language model sits in `text_config`, and that model's type.
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+# Keys a reference checkpoint's config.json leaves to its transformers class default (the defaults of
+# Gemma3TextConfig and Llama4TextConfig name those checkpoints: gemma-3 and Llama-4-Scout).
+CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072,
+                                  "tie_word_embeddings": True, "head_dim": 256, "sliding_window_pattern": 6},
+                  "llama4_text": {"vocab_size": 202_048, "head_dim": 128, "intermediate_size_mlp": 16_384,
+                                  "attention_chunk_size": 8192, "no_rope_layer_interval": 4, "use_qk_norm": True,
+                                  "interleave_moe_layer_step": 1, "num_local_experts": 16, "num_experts_per_tok": 1}}
 MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
 MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
+# Hugging Face's per-layer attention kinds (config.json `layer_types`) and ours.
+LAYER_TYPES = {"full_attention": GLOBAL, "sliding_attention": WINDOW, "chunked_attention": CHUNKED}
 
 
 @dataclass(frozen=True)
@@ -61,6 +76,11 @@ class ModelConfig:
     source_hash: str = ""
     # Positions the model was trained for, rope scaling's extension included (0: unknown, unchecked).
     max_positions: int = field(default=0, compare=False)
+    qk_norm: str = ""  # QK_NORMS: "rms" (Qwen3, Gemma 3, GLM-4.5), "l2" (Llama 4, on its chunked rope layers)
+    chunk: int = 0  # Wc, the attention chunk of CHUNKED layers
+    attention_sinks: bool = False  # gpt-oss: one learned softmax logit per head per layer (N parameters)
+    router_param_bias: bool = False  # gpt-oss: the router linear has a learned bias (E parameters)
+    expert_bias: bool = False  # gpt-oss: biases on every routed expert's projections
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -84,7 +104,7 @@ class ModelConfig:
             object.__setattr__(self, "layer_attention", (WINDOW if self.window else GLOBAL,) * self.n_layers)
         if not self.layer_mlp:
             object.__setattr__(self, "layer_mlp", (MOE if self.n_experts else DENSE,) * self.n_layers)
-        for name, allowed in (("layer_attention", (GLOBAL, WINDOW)), ("layer_mlp", (DENSE, MOE))):
+        for name, allowed in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", (DENSE, MOE))):
             pattern = tuple(getattr(self, name))
             object.__setattr__(self, name, pattern)
             if len(pattern) != self.n_layers or set(pattern) - set(allowed):
@@ -98,6 +118,16 @@ class ModelConfig:
             raise ValueError(f"model {self.name!r}: MLA needs qk_nope_head_dim, qk_rope_head_dim and v_head_dim > 0")
         if self.n_layers % self.cla_factor:
             raise ValueError(f"model {self.name!r}: cla_factor ({self.cla_factor}) must divide n_layers ({self.n_layers})")
+        self._check_attention_extras()
+
+    def _check_attention_extras(self):
+        if self.qk_norm not in QK_NORMS:
+            raise ValueError(f"model {self.name!r}: qk_norm must be one of {QK_NORMS}, got {self.qk_norm!r}")
+        if not _whole(self.chunk) or not 0 <= self.chunk <= MAX_DIMENSION:
+            raise ValueError(f"model {self.name!r}: chunk must be a non-negative integer up to {MAX_DIMENSION}, "
+                             f"got {self.chunk!r}")
+        if CHUNKED in self.layer_attention and self.chunk <= 0:
+            raise ValueError(f"model {self.name!r}: chunked layers need chunk > 0 (attention_chunk_size)")
 
     @property
     def is_mla(self) -> bool:
@@ -130,6 +160,8 @@ class ModelConfig:
         if family not in FAMILIES:
             raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
         digest = hashlib.sha256(json.dumps(hf, sort_keys=True).encode()).hexdigest()[:12]
+        if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
+            hf, family = _language_model(hf, family, name)
         fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
         return cls(name=name, family=family, source_hash=digest, **fields)
 
@@ -255,6 +287,8 @@ def _decoder_fields(hf: dict, family: str, name: str) -> dict:
                       d_expert=fields["d_ff"])
     if family in ("deepseek_v2", "deepseek_v3"):
         fields.update(_deepseek_fields(hf, family, n_layers, name))
+    if family in NEWER_FAMILIES:
+        fields.update(NEWER_FAMILIES[family](hf, fields, name))
     return fields
 
 
@@ -264,7 +298,11 @@ def _layer_types(hf: dict, n_layers: int, name: str) -> tuple:
             or not all(isinstance(t, str) for t in types)):
         raise _bad(name, "layer_types", types, f"a list of {n_layers} strings (one per layer, e.g. "
                    f"\"sliding_attention\" or \"full_attention\")", "list one type per layer, or remove the field")
-    return tuple(WINDOW if "sliding" in t else GLOBAL for t in types)
+    for i, kind in enumerate(types):
+        if kind not in LAYER_TYPES:
+            raise _bad(name, f"layer_types[{i}]", kind, f"one of {', '.join(LAYER_TYPES)}",
+                       "this layer kind is not modelled; use a supported one or a supported model")
+    return tuple(LAYER_TYPES[t] for t in types)
 
 
 def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
@@ -276,7 +314,7 @@ def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
     elif family == "gemma2":
         # transformers' Gemma2: layer i uses the sliding window when i is even, full attention when odd.
         pattern = tuple(WINDOW if i % 2 == 0 else GLOBAL for i in range(n_layers))
-    elif family == "qwen2" and _flag(hf, "use_sliding_window", name) and window:
+    elif family in ("qwen2", "qwen3", "qwen3_moe") and _flag(hf, "use_sliding_window", name) and window:
         first = _optional(hf, "max_window_layers", name, default=n_layers)
         pattern = tuple(WINDOW if i >= first else GLOBAL for i in range(n_layers))
     else:
@@ -305,6 +343,125 @@ def _deepseek_fields(hf: dict, family: str, n_layers: int, name: str) -> dict:
         qk_rope_dim=rope, qk_nope_dim=nope, v_head_dim=_require(hf, "v_head_dim", name),
         head_dim=rope + nope, n_kv_heads=_require(hf, "num_attention_heads", name),
     )
+
+
+def _language_model(hf: dict, family: str, name: str) -> tuple[dict, str]:
+    """A multimodal config's language model (its `text_config`), with the class defaults its file leaves out."""
+    if family in TEXT_CONFIG_OF:
+        text = hf.get("text_config")
+        if not isinstance(text, dict):
+            raise _bad(name, "text_config", text, "an object (the language model's config)",
+                       f"a {family!r} config holds its language model in text_config; copy it from the published file")
+        family = text.get("model_type", TEXT_CONFIG_OF[family])
+        if family != TEXT_CONFIG_OF[hf["model_type"]]:
+            raise _bad(name, "text_config.model_type", family, repr(TEXT_CONFIG_OF[hf["model_type"]]))
+        hf = text
+    return {**CLASS_DEFAULTS.get(family, {}), **hf}, family
+
+
+def _int_list(hf: dict, key: str, name: str, below: int) -> list:
+    value = hf.get(key) or []
+    if not isinstance(value, list) or not all(_whole(v) and 0 <= v < below for v in value):
+        raise _bad(name, key, value, f"a list of layer indices in [0, {below})")
+    return value
+
+
+def _qwen3_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Qwen3: q/k RMSNorm over each head; attention_bias on q, k, v and o."""
+    bias = _flag(hf, "attention_bias", name)
+    return dict(qk_norm="rms", qkv_bias=bias, out_bias=bias)
+
+
+def _qwen3_moe_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Qwen3-MoE: layer i is MoE unless listed in mlp_only_layers or (i+1) is not a multiple of
+    decoder_sparse_step (transformers' Qwen3MoeDecoderLayer); no shared expert."""
+    n_layers, n_experts = fields["n_layers"], _optional(hf, "num_experts", name)
+    step = _optional(hf, "decoder_sparse_step", name, default=1, minimum=1,
+                     fix="set it to 1 (every layer MoE) or the spacing of MoE layers")
+    dense = set(_int_list(hf, "mlp_only_layers", name, n_layers))
+    layer_mlp = tuple(MOE if n_experts and i not in dense and (i + 1) % step == 0 else DENSE for i in range(n_layers))
+    return dict(_qwen3_fields(hf, fields, name), layer_mlp=layer_mlp, n_experts=n_experts,
+                top_k=_optional(hf, "num_experts_per_tok", name), d_expert=_optional(hf, "moe_intermediate_size", name))
+
+
+def _gemma3_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Gemma 3: 5 sliding-window layers to 1 global (layer_types, else sliding_window_pattern), q/k norms,
+    4 norms a layer; max_position_embeddings already counts the linear rope scaling of global layers."""
+    n_layers = fields["n_layers"]
+    if not hf.get("layer_types"):
+        every = _optional(hf, "sliding_window_pattern", name, default=6, minimum=1,
+                          fix="give the period of global layers (6: five sliding, then one global)")
+        hf = {**hf, "layer_types": ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]}
+    bias = _flag(hf, "attention_bias", name)
+    return dict(_attention_pattern(hf, "gemma3_text", n_layers, name), qk_norm="rms", norms_per_layer=4,
+                qkv_bias=bias, out_bias=bias, max_positions=_optional(hf, "max_position_embeddings", name))
+
+
+def _glm4_moe_fields(hf: dict, fields: dict, name: str) -> dict:
+    """GLM-4.5: DeepSeek-V3-style MoE (first_k_dense_replace dense layers, shared experts, a routing-bias
+    buffer) on GQA attention with biased q/k/v, optional q/k norms; the MTP layer is not counted."""
+    n_layers, n_experts = fields["n_layers"], _optional(hf, "n_routed_experts", name)
+    first_dense = _optional(hf, "first_k_dense_replace", name,
+                            fix="give the number of leading dense layers as a whole number (e.g. 1), or remove it")
+    return dict(
+        qkv_bias=_flag(hf, "attention_bias", name), qk_norm="rms" if _flag(hf, "use_qk_norm", name) else "",
+        layer_mlp=tuple(MOE if n_experts and i >= first_dense else DENSE for i in range(n_layers)),
+        n_experts=n_experts, top_k=_optional(hf, "num_experts_per_tok", name),
+        d_expert=_optional(hf, "moe_intermediate_size", name), n_shared_experts=_optional(hf, "n_shared_experts", name),
+        router_bias=True,
+    )
+
+
+def _kimi_k2_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Kimi K2 ships DeepSeek-V3's architecture (DeepseekV3ForCausalLM) under model_type kimi_k2."""
+    return _deepseek_fields(hf, "deepseek_v3", fields["n_layers"], name)
+
+
+def _llama4_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Llama 4 text model: chunked attention on rope layers, a global NoPE layer every no_rope_layer_interval-th
+    (no_rope_layers: 1 = rope), MoE layers every interleave_moe_layer_step-th (or moe_layers) with one shared
+    expert of the experts' width, dense layers of intermediate_size_mlp, and a weightless L2 q/k norm."""
+    n_layers = fields["n_layers"]
+    every = _optional(hf, "no_rope_layer_interval", name, default=4, minimum=1)
+    rope = hf.get("no_rope_layers") or [int((i + 1) % every != 0) for i in range(n_layers)]
+    if not isinstance(rope, list) or len(rope) != n_layers or set(rope) - {0, 1}:
+        raise _bad(name, "no_rope_layers", rope, f"a list of {n_layers} values 0 (NoPE) or 1 (rope)")
+    if not hf.get("layer_types"):
+        hf = {**hf, "layer_types": ["chunked_attention" if r else "full_attention" for r in rope]}
+    attention = _layer_types(hf, n_layers, name)
+    chunk = _optional(hf, "attention_chunk_size", name, fix="give the chunk length in tokens (8192 in Llama 4)")
+    if CHUNKED in attention and not chunk:
+        raise _bad(name, "attention_chunk_size", hf.get("attention_chunk_size"), "a positive integer when layers "
+                   "use chunked attention", "give the chunk length in tokens (8192 in Llama 4)")
+    step = _optional(hf, "interleave_moe_layer_step", name, default=1, minimum=1)
+    moe = hf.get("moe_layers")
+    moe = set(range(step - 1, n_layers, step) if moe is None else _int_list(hf, "moe_layers", name, n_layers))
+    bias = _flag(hf, "attention_bias", name)
+    return dict(
+        d_ff=_require(hf, "intermediate_size_mlp", name), layer_attention=attention, chunk=chunk if CHUNKED in attention else 0,
+        window=0, layer_mlp=tuple(MOE if i in moe else DENSE for i in range(n_layers)),
+        n_experts=_require(hf, "num_local_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
+        d_expert=_require(hf, "intermediate_size", name), n_shared_experts=1, qkv_bias=bias, out_bias=bias,
+        qk_norm="l2" if _flag(hf, "use_qk_norm", name) else "",
+    )
+
+
+def _gpt_oss_fields(hf: dict, fields: dict, name: str) -> dict:
+    """gpt-oss: sliding-window (128) and full layers alternating (layer_types), attention sinks, biases on
+    q/k/v/o, the router and every expert; every layer MoE with experts of intermediate_size."""
+    bias = _flag(hf, "attention_bias", name)
+    top_k = hf.get("num_experts_per_tok", hf.get("experts_per_token"))
+    return dict(
+        qkv_bias=bias, out_bias=bias, attention_sinks=True, router_param_bias=True, expert_bias=True,
+        n_experts=_require(hf, "num_local_experts", name),
+        top_k=_require({"num_experts_per_tok": top_k}, "num_experts_per_tok", name),
+        d_expert=fields["d_ff"], layer_mlp=(MOE,) * fields["n_layers"],
+    )
+
+
+NEWER_FAMILIES = {"qwen3": _qwen3_fields, "qwen3_moe": _qwen3_moe_fields, "gemma3_text": _gemma3_fields,
+                  "glm4_moe": _glm4_moe_fields, "kimi_k2": _kimi_k2_fields, "llama4_text": _llama4_fields,
+                  "gpt_oss": _gpt_oss_fields}
 
 
 def _gpt2_fields(hf: dict, name: str) -> dict:

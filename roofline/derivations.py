@@ -83,10 +83,19 @@ def lecture_napkin(config: ModelConfig, hw: Hardware) -> dict[str, sp.Expr]:
             "throughput": B / latency}
 
 
+def _peak_kv_read(placed, config: ModelConfig) -> sp.Expr:
+    """A chunked layer's decode reads ((S-1) mod Wc) + 1 keys, a sawtooth no solver inverts: take its peak,
+    min(S, Wc) keys (the most the layer's cache holds)."""
+    if not placed.chunked:
+        return placed.op.cost.kv_read
+    per_key = placed.op.cost.kv_read.xreplace({B: 1, S: 1})  # one key: floor(0) = 0
+    return B * per_key * sp.Min(S, config.chunk)
+
+
 def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> tuple[sp.Expr, float]:
     """Context S at which one sequence's KV-cache bytes read per decode step equal the weight bytes read."""
     decode = phase_ops(config, Options(), DECODE)
-    kv_read = sum((p.op.cost.kv_read * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
+    kv_read = sum((_peak_kv_read(p, config) * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
     weights = sum((p.op.cost.weights * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
     widths = dict(zip((b_w, b_a, b_kv), precision.byte_widths))
     # Window layers read min(S, W) keys: solve on each side of the window and keep the consistent root.

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import ops as o
-from .config import MOE, WINDOW, ModelConfig
+from .config import CHUNKED, MOE, WINDOW, ModelConfig
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, k
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, k
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -75,6 +75,7 @@ class PlacedOp:
     op: o.Op
     count: int
     window: bool = False
+    chunked: bool = False
 
     @property
     def op_name(self) -> OpName:
@@ -92,18 +93,32 @@ def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Opt
         form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
         ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window)
     else:
-        ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor)
+        ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor,
+                           chunked=attention_kind == CHUNKED)
+        ops += attention_extras(cfg, attention_kind)
     if cfg.norms_per_layer == 4:
         ops.append(o.norm("post_attn_norm", D))
     ops.append(o.norm("mlp_norm", D, cfg.layer_norm))
     if mlp_kind == MOE:
-        ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias)
+        ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias,
+                           router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias)
     elif cfg.gated_mlp:
         ops += o.gated_mlp(bias=cfg.mlp_bias)
     else:
         ops += o.plain_mlp(bias=cfg.mlp_bias)
     if cfg.norms_per_layer == 4:
         ops.append(o.norm("post_mlp_norm", D))
+    return ops
+
+
+def attention_extras(cfg: ModelConfig, attention_kind: str) -> list[o.Op]:
+    """Per-head q/k norms (RMSNorm; Llama 4's weightless L2 only on its chunked rope layers) and gpt-oss's sinks."""
+    ops = []
+    if cfg.qk_norm == "rms" or (cfg.qk_norm == "l2" and attention_kind == CHUNKED):
+        weighted = cfg.qk_norm == "rms"
+        ops += [o.head_norm("q_norm", N, weighted), o.head_norm("k_norm", K, weighted)]
+    if cfg.attention_sinks:
+        ops.append(o.attention_sinks())
     return ops
 
 
@@ -115,7 +130,7 @@ def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DE
     for (attention_kind, mlp_kind), count in sorted(cfg.layer_kinds().items()):
         group = layer_group(attention_kind, mlp_kind)
         for op in layer_ops(cfg, attention_kind, mlp_kind, options, phase):
-            placed.append(PlacedOp(group, op, count, attention_kind == WINDOW))
+            placed.append(PlacedOp(group, op, count, attention_kind == WINDOW, attention_kind == CHUNKED))
     logits_tokens = B * T if options.logits == "all" else B
     placed += [PlacedOp("head", o.norm("final_norm", D, cfg.layer_norm), 1),
                PlacedOp("head", o.lm_head(cfg.tied_embeddings, logits_tokens), 1)]
@@ -128,7 +143,7 @@ def dimensions(cfg: ModelConfig) -> dict:
             V: cfg.vocab_size, W: cfg.window or 1, P: cfg.learned_positions or 1,
             E: cfg.n_experts or 1, k: cfg.top_k or 1, Fe: cfg.d_expert or 1, Es: cfg.n_shared_experts or 1,
             C: cfg.kv_lora_rank or 1, Cq: cfg.q_lora_rank or 1, R: cfg.qk_rope_dim or 1,
-            Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1}
+            Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1, Wc: cfg.chunk or 1}
 
 
 def phase_substitution(phase: str) -> dict:
@@ -146,7 +161,8 @@ def phase_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECOD
     (and T for QUERIES)."""
     values = {**dimensions(cfg), **phase_substitution(phase)}
     bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
-    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul), p.count, p.window)
+    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul), p.count, p.window,
+                     p.chunked)
             for p in symbolic_ops(cfg, options, phase)]
 
 
@@ -160,11 +176,24 @@ def parameter_count(cfg: ModelConfig) -> int:
 
 
 def kv_cache_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:
-    """KV-cache bytes for B sequences holding S tokens each; window layers keep only the last W."""
+    """KV-cache bytes for B sequences holding S tokens each; window layers keep only the last W.
+
+    Chunked layers hold at most the Wc keys of the current chunk: ((S-1) mod Wc) + 1 of them at context S
+    (ops.chunk_keys); memory is sized for the most a sequence reaches, min(S, Wc).
+    """
     one_token = {B: 1}
     stored = sp.Integer(0)
     for p in phase_ops(cfg, options, DECODE):
         per_token = p.op.cost.kv_write.xreplace(one_token)
         if per_token != 0:
-            stored += p.count * per_token * (sp.Min(S, cfg.window) if p.window else S)
+            stored += p.count * per_token * (sp.Min(S, cfg.window) if p.window else sp.Min(S, cfg.chunk) if p.chunked
+                                             else S)
     return B * stored
+
+
+def active_parameter_count(cfg: ModelConfig) -> int:
+    """Weight elements one token's forward uses: every weight but the routed experts, of which k of E
+    (the 'active' count model cards publish)."""
+    placed = phase_ops(cfg, Options(), DECODE)
+    routed = sum(p.op.params * p.count for p in placed if p.op.name.startswith("experts."))
+    return int(parameter_count(cfg) - routed + routed * sp.Rational(cfg.top_k, cfg.n_experts or 1))

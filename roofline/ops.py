@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, b_a, b_kv, b_w, k
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, Wc, b_a, b_kv, b_w, k
 
 ZERO = sp.Integer(0)
 WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
@@ -78,20 +78,49 @@ def causal_pairs(window: bool) -> sp.Expr:
     return pairs if window else sp.expand(pairs)  # T*S - T*(T-1)/2 without a window
 
 
-def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash", heads=N, causal=True) -> Op:
+def chunk_pairs() -> sp.Expr:
+    """Query-key pairs per sequence and head when T new queries end a context of S keys and each query
+    sees only the keys of its own chunk of Wc positions (Llama 4's chunked layers).
+
+    Query j (1-based) sees ((j-1) mod Wc) + 1 keys. The first x queries see
+    g(x) = floor(x/Wc) Wc(Wc+1)/2 + r(r+1)/2, r = x mod Wc; pairs = g(S) - g(S-T).
+    Limits: S <= Wc gives the causal T*S - T(T-1)/2; a prefill (T = S) of many chunks, about S(Wc+1)/2.
+    """
+    def seen(x):
+        rest = sp.Mod(x, Wc)
+        return sp.floor(x / Wc) * Wc * (Wc + 1) / 2 + rest * (rest + 1) / 2
+    return seen(S) - seen(S - T)
+
+
+def chunk_keys() -> sp.Expr:
+    """Keys the T queries ending at key S read in a chunked layer: from the start of the first query's chunk.
+
+    Decode (T = 1): S - Wc floor((S-1)/Wc) = ((S-1) mod Wc) + 1, a sawtooth between 1 and Wc; an engine
+    keeps only these keys, so the layer's cache never exceeds Wc. Prefill (T = S): all S keys, once.
+    """
+    return S - Wc * sp.floor((S - T) / Wc)
+
+
+def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash", heads=N, causal=True,
+              chunked=False) -> Op:
     """softmax(Q K^T) V for B sequences: T queries against S keys, `heads` query heads.
 
     flash: scores stay on chip, masked (causal, out-of-window) blocks are skipped, the cache is read
     once. eager: the full T x S score matrix is computed, written, softmaxed and read back.
     causal=False counts every query against every key (the lecture's accounting).
+    chunked: a query sees only the keys of its own chunk of Wc positions (`chunk_pairs`, `chunk_keys`).
     """
     if impl == "flash":
         pairs = causal_pairs(window) if causal else T * S
         keys_read = sp.Min(S, W) if window else S
         scores_traffic = ZERO
+        if chunked:
+            pairs, keys_read = chunk_pairs(), chunk_keys()
     elif impl == "eager":
         # The score matrix is dense; a windowed cache keeps the last W - 1 keys plus the T new ones.
         keys_read = sp.Min(S, W + T - 1) if window else S
+        if chunked:  # Hugging Face keeps a chunked layer's keys in a sliding cache of Wc - 1 (only the mask differs)
+            keys_read = sp.Min(S, Wc + T - 1)
         pairs = T * keys_read
         scores_traffic = b_a * B * heads * pairs  # each of: write scores, read, write probs, read
     else:
@@ -105,7 +134,7 @@ def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash",
     ), ZERO, ATTENTION_MATMUL)
 
 
-def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1) -> list[Op]:
+def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1, chunked=False) -> list[Op]:
     """MHA/GQA/MQA: fused QKV projection, attention over the KV cache, output projection.
 
     With cross-layer sharing (cla > 1) only one layer in `cla` projects and stores K, V.
@@ -113,7 +142,7 @@ def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1)
     kv_width = 2 * K * H / cla
     return [
         linear("qkv_proj", D, N * H + kv_width, bias=qkv_bias, kv_out=kv_width),  # Q,K,V = X @ W_qkv
-        attention("attention", H, H, 2 * K * H * b_kv, window, impl),
+        attention("attention", H, H, 2 * K * H * b_kv, window, impl, chunked=chunked),
         linear("o_proj", N * H, D, bias=out_bias),                               # X = O @ W_o
     ]
 
@@ -198,20 +227,36 @@ def expected_experts_touched() -> sp.Expr:
     return E * (1 - (1 - k / E) ** tokens())
 
 
-def moe_block(shared=True, router_bias=False) -> list[Op]:
+def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bias=False) -> list[Op]:
     """Router, shared experts (dense, always on), and k of E routed experts per token.
 
     Routed weights read: only the experts the batch touches (expected count under uniform routing),
     never all E at batch 1 and never just k at large batch. Params: all E experts.
+    router_param_bias: the router's linear carries a learned bias (gpt-oss; DeepSeek's is a buffer);
+    expert_bias: each expert's projections carry biases (gpt-oss).
     """
     n = tokens()
-    router = linear("router", D, E)
+    router = linear("router", D, E, bias=router_param_bias)
     if router_bias:  # DeepSeek-V3 adds a per-expert bias to the routing scores (a buffer, not a parameter)
         router = Op(router.name, router.cost + Cost(weights=b_w * E), router.params, WEIGHT_MATMUL)
     ops = [router, elementwise("router.topk", n * E, n * k)]
     if shared:
         ops += gated_mlp("shared_experts", Es * Fe)
-    return ops + gated_mlp("experts", Fe, n=n * k, copies=E, copies_read=expected_experts_touched())
+    return ops + gated_mlp("experts", Fe, n=n * k, bias=expert_bias, copies=E, copies_read=expected_experts_touched())
+
+
+def head_norm(name, heads, weighted=True) -> Op:
+    """A norm of each head's H-vector (Qwen3, Gemma 3, GLM-4.5 q/k norms: RMSNorm with one H-wide weight;
+    Llama 4: a weightless L2 norm): read and write n x heads x H, no FLOPs counted."""
+    n = tokens() * heads
+    params = H if weighted else ZERO
+    return Op(name, Cost(weights=b_w * params, act_read=b_a * n * H, act_write=b_a * n * H), params)
+
+
+def attention_sinks() -> Op:
+    """gpt-oss: one learned logit per query head joins each softmax's denominator (N parameters, read once a
+    step); elementwise, so no FLOPs are counted."""
+    return Op("attention.sinks", Cost(weights=b_w * N), N)
 
 
 def lm_head(tied=False, logits_tokens=None) -> Op:

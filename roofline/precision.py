@@ -1,20 +1,25 @@
 """Precision: the dtype of weights, activations and KV cache, and the bytes each costs.
 
 Group-wise quantization stores one scale per `group_size` values, so an element costs
-bits/8 + scale_bytes/group_size bytes. The matmul runs in the wider of its two operands' dtypes
+bits/8 + scale_bytes/group_size bytes; the scale's width is per format (2 bytes, an fp16/bf16 scale, unless
+SCALE_BYTES_OF names the format: MXFP4's is one 8-bit E8M0 exponent per 32 E2M1 values, 4.25 bits a weight,
+per the OCP Microscaling Formats (MX) v1.0 spec). The matmul runs in the wider of its two operands' dtypes
 (weight-only int4 dequantizes and computes in bf16; W8A8 computes in int8/fp8).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4}
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4, "mxfp4": 4}
 # f16, f32: GGUF's names
 ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "e4m3": "fp8", "f16": "fp16", "f32": "fp32"}
 SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp16/bf16/fp32 scales)
 # GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible). GGUF's q4_0 and q8_0 are
 # blocks of 32 weights with one fp16 scale: 4.5 and 8.5 bits a weight (llama.cpp's ggml-common.h).
-DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32}
+DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32}
+SCALE_BYTES_OF = {"mxfp4": 1}  # formats whose group scale is not SCALE_BYTES wide
+# gpt-oss ships only its routed experts in MXFP4 (attention, router, embeddings and head in bf16): one
+# weight width b_w covers every weight here, so price it as mxfp4 (all weights) or bf16 (none), or between.
 
 
 def normalize_dtype(name: str, field: str) -> str:
@@ -26,7 +31,7 @@ def normalize_dtype(name: str, field: str) -> str:
 
 def element_bytes(dtype: str, group_size: int | None) -> float:
     """Bytes per stored element, including the group scale for sub-16-bit formats."""
-    scale = SCALE_BYTES / group_size if group_size and BITS[dtype] < 16 else 0.0
+    scale = SCALE_BYTES_OF.get(dtype, SCALE_BYTES) / group_size if group_size and BITS[dtype] < 16 else 0.0
     return BITS[dtype] / 8 + scale
 
 

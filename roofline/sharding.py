@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .config import WINDOW, ModelConfig
+from .config import CHUNKED, WINDOW, ModelConfig
 from .hardware import Hardware
 from .model import DECODE, Options, layer_group, phase_ops
 from .precision import Precision
@@ -118,7 +118,8 @@ def stage_memory_bytes(local: ModelConfig, config: ModelConfig, pp: int, batch, 
     for layers in stage_layers(config.n_layers, pp):
         weights = sum(params[layer_group(config.layer_attention[j], config.layer_mlp[j])] for j in layers)
         stored = sum(kv[layer_group(config.layer_attention[j], config.layer_mlp[j])] * (min(tokens, config.window)
-                                                 if config.layer_attention[j] == WINDOW else tokens) for j in layers)
+                     if config.layer_attention[j] == WINDOW else min(tokens, config.chunk)
+                     if config.layer_attention[j] == CHUNKED else tokens) for j in layers)
         out.append(weights * precision.weight_bytes + batch * stored * precision.kv_bytes)
     out[0] += ends["embed"] * precision.weight_bytes
     out[-1] += ends["head"] * precision.weight_bytes

@@ -19,6 +19,7 @@
 | E      | routed experts; k experts chosen per token (top-k)   |
 | Fe     | expert MLP inner dimension; Es shared experts        |
 | W      | sliding-window length                                |
+| Wc     | attention chunk length (Llama 4: a query sees only its own chunk) |
 | b_w, b_a, b_kv | bytes per element of weights, activations, KV cache (scales included) |
 """
 import sympy as sp
@@ -28,6 +29,7 @@ D, F, N, K, H, L, V = sp.symbols("D F N K H L V", positive=True)
 C, Cq, R, Hn, Hv = sp.symbols("C C_q R H_n H_v", positive=True)
 E, k, Fe, Es = sp.symbols("E k F_e E_s", positive=True)
 W = sp.symbols("W", positive=True)
+Wc = sp.symbols("W_c", positive=True)  # attention chunk length (Llama 4's chunked layers)
 P = sp.symbols("P", positive=True)  # learned position table rows (GPT-2)
 b_w, b_a, b_kv = sp.symbols("b_w b_a b_kv", positive=True)
 

@@ -97,6 +97,26 @@ Attention, KV cache, decode
       positions are an embedding lookup (no FLOPs). The head is tied to ``wte``
       (counted once in parameters). The head matmul is counted.
 
+Families added in issue 14 (qwen3, qwen3_moe, gemma3, glm4_moe, kimi_k2, llama4, gpt_oss)
+    * Counted the same way as above (all matched exactly, tiny CPU configs and real configs on meta).
+      Not counted, because they are elementwise: the per-head q/k norms (Qwen3, Gemma 3, GLM-4.5 RMSNorm;
+      Llama 4's weightless L2 norm), gpt-oss's attention sinks (one logit per head concatenated to the
+      scores before the softmax; ``sinks`` IS a parameter, N per layer), gpt-oss's clamped SwiGLU, and the
+      bias adds of gpt-oss's experts (``x @ W + b``: the ``@`` is an ``aten.mm``).
+    * Llama 4 MoE (``Llama4TextMoe``) runs EVERY expert on every token: the input is repeated E times,
+      scaled by the router's masked sigmoid scores, and multiplied with ``bmm`` against all experts. The
+      counter sees ``E / k`` times the routed FLOPs; the oracle compares with ``top_k = E``. It has no
+      ``experts_implementation`` switch.
+    * Chunked attention (Llama 4, ``chunked_attention`` layers) and sliding windows are applied only
+      through the mask: eager prefill still counts all S x S scores. The cache keeps a chunked layer in a
+      ``DynamicSlidingWindowLayer`` of ``attention_chunk_size`` (only the mask differs), so decode attends
+      to ``min(S, chunk)`` cached keys. What the mask lets through is measured by ``hf_visible_keys``.
+    * GLM-4.5's ``e_score_correction_bias`` is a buffer (like DeepSeek-V3's); its MTP layer
+      (``num_nextn_predict_layers``) is not built. gpt-oss's router bias IS a parameter.
+    * Multimodal configs (``gemma3``, ``llama4``): the language model is built from ``text_config``
+      (Gemma3ForCausalLM, Llama4ForCausalLM); keys the file leaves out take the class defaults
+      (gemma-3-27b has no ``vocab_size``: 262208). ``kimi_k2`` is built as ``deepseek_v3``.
+
 Meta device
     Every forward here also runs on ``device="meta"`` (shapes only, no memory),
     with "batched_mm" experts because the eager expert loop calls ``nonzero()``.
@@ -427,6 +447,62 @@ TINY_CONFIGS["deepseek-v2-qlora"] = {
     "n_shared_experts": 1,
 }
 
+# Families added in issue 14. Same rule: no two interesting dims coincide; windows and chunks small
+# enough (8) to matter at the 16-token prompt and large enough (> 4) for the KV probe.
+TINY_CONFIGS.update({
+    # Qwen3: q/k RMSNorm over head_dim, explicit head_dim (24) != hidden/heads (64/4).
+    "qwen3": {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
+        "head_dim": 24, "hidden_size": 64, "intermediate_size": 176, "max_position_embeddings": 256,
+        "num_attention_heads": 4, "num_hidden_layers": 3, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+        "rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False, "use_sliding_window": False,
+        "vocab_size": 352,
+    },
+    # Qwen3-MoE: no shared expert, layer 1 dense by mlp_only_layers, sparse step 1.
+    "qwen3-moe": {
+        "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "attention_bias": False,
+        "decoder_sparse_step": 1, "head_dim": 20, "hidden_size": 64, "intermediate_size": 144,
+        "max_position_embeddings": 256, "mlp_only_layers": [1], "moe_intermediate_size": 40, "norm_topk_prob": True,
+        "num_attention_heads": 4, "num_experts": 6, "num_experts_per_tok": 2, "num_hidden_layers": 3,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "vocab_size": 336,
+    },
+    # Gemma 3 text: sliding_window_pattern 3 (two local, one global), window 8, tied, head_dim 32 != 64/4.
+    "gemma3-text": {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "head_dim": 32, "hidden_size": 64,
+        "intermediate_size": 160, "max_position_embeddings": 256, "num_attention_heads": 4, "num_hidden_layers": 3,
+        "num_key_value_heads": 2, "query_pre_attn_scalar": 32, "sliding_window": 8, "sliding_window_pattern": 3,
+        "vocab_size": 368,
+    },
+    # GLM-4.5: first layer dense, 8 routed + 1 shared expert, biased q/k/v, q/k norms, partial rotary.
+    "glm4-moe": {
+        "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "attention_bias": True,
+        "first_k_dense_replace": 1, "head_dim": 24, "hidden_size": 64, "intermediate_size": 160,
+        "max_position_embeddings": 256, "moe_intermediate_size": 28, "n_group": 1, "n_routed_experts": 8,
+        "n_shared_experts": 1, "norm_topk_prob": True, "num_attention_heads": 6, "num_experts_per_tok": 2,
+        "num_hidden_layers": 3, "num_key_value_heads": 2, "num_nextn_predict_layers": 1,
+        "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05, "routed_scaling_factor": 1.0,
+        "tie_word_embeddings": False, "topk_group": 1, "use_qk_norm": True, "vocab_size": 304,
+    },
+    # Llama 4 text: chunk 8, NoPE every 2nd layer, MoE every 2nd layer (interleave step 2) with a shared
+    # expert, dense layers of intermediate_size_mlp, weightless L2 q/k norm.
+    "llama4-text": {
+        "architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "attention_bias": False,
+        "attention_chunk_size": 8, "head_dim": 20, "hidden_size": 64, "interleave_moe_layer_step": 2,
+        "intermediate_size": 48, "intermediate_size_mlp": 136, "max_position_embeddings": 256,
+        "no_rope_layer_interval": 2, "num_attention_heads": 4, "num_experts_per_tok": 1, "num_hidden_layers": 4,
+        "num_key_value_heads": 2, "num_local_experts": 4, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
+        "use_qk_norm": True, "vocab_size": 328,
+    },
+    # gpt-oss: window 8 on even layers, sinks, biases on attention, router and experts, top-2 of 4.
+    "gpt-oss": {
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "attention_bias": True, "head_dim": 20,
+        "hidden_size": 64, "intermediate_size": 56, "layer_types": ["sliding_attention", "full_attention"] * 2,
+        "max_position_embeddings": 256, "num_attention_heads": 4, "num_experts_per_tok": 2, "num_hidden_layers": 4,
+        "num_key_value_heads": 2, "num_local_experts": 4, "rms_norm_eps": 1e-05, "sliding_window": 8,
+        "swiglu_limit": 7.0, "tie_word_embeddings": False, "vocab_size": 296,
+    },
+})
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -458,7 +534,7 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
       fix: 5.23 converts them to ``rope_parameters`` itself (checked for all bundled
       configs).
     """
-    kw = copy.deepcopy(dict(config))
+    kw = copy.deepcopy(dict(language_model_config(config)))
     model_type = kw.pop("model_type")
     for key in _DROP_KEYS:
         kw.pop(key, None)
@@ -466,6 +542,23 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
     cfg._attn_implementation = "eager"
     cfg._experts_implementation = experts_implementation
     return cfg
+
+
+# Multimodal configs (gemma3, llama4): the language model is built from `text_config` alone, as
+# Gemma3ForCausalLM / Llama4ForCausalLM (the vision tower is not counted). Kimi K2 ships DeepSeek-V3's
+# modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
+# does not register: it is built as deepseek_v3.
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
+
+
+def language_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    model_type = config.get("model_type")
+    if model_type in TEXT_CONFIG_OF:
+        return {"model_type": TEXT_CONFIG_OF[model_type], **config["text_config"]}
+    if model_type in MODEL_TYPE_ALIASES:
+        return {**config, "model_type": MODEL_TYPE_ALIASES[model_type]}
+    return config
 
 
 def _build(
@@ -500,7 +593,7 @@ def _experts_impl(experts_implementation: str | None, device: str | torch.device
 
 
 def _vocab_size(config: dict[str, Any]) -> int:
-    return int(config["vocab_size"])
+    return int(_hf_config(config).vocab_size)  # the class default where the file leaves it out (gemma3)
 
 
 def hf_parameter_count(config: dict[str, Any]) -> int:
@@ -637,6 +730,30 @@ def hf_flops_by_op(
     return {str(op): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
 
 
+def hf_visible_keys(kind: str, size: int, context: int, queries: int) -> tuple[int, int]:
+    """(query-key pairs, distinct keys) that transformers' own mask functions let the last `queries`
+    positions of a `context`-token sequence see, for one sequence and head.
+
+    kind: "chunked" (``chunked_causal_mask_function``: Llama 4) or "sliding"
+    (``sliding_window_causal_mask_function``: Mistral, Gemma, gpt-oss), with ``size`` the chunk or window.
+    This is the mask, not the compute: eager attention multiplies the full score matrix and masks it
+    (FlopCounterMode sees every pair), so the mask is the oracle for what a masked kernel must do.
+    """
+    from transformers import masking_utils
+
+    if kind == "chunked":
+        fn = masking_utils.chunked_causal_mask_function(size, torch.zeros(1, dtype=torch.long))
+    elif kind == "sliding":
+        fn = masking_utils.sliding_window_causal_mask_function(size)
+    else:
+        raise ValueError(f"kind must be 'chunked' or 'sliding', got {kind!r}")
+    q_idx = torch.arange(context - queries, context).view(-1, 1)
+    kv_idx = torch.arange(context).view(1, -1)
+    zero = torch.zeros((), dtype=torch.long)
+    visible = torch.as_tensor(fn(zero, zero, q_idx, kv_idx)).expand(queries, context)
+    return int(visible.sum()), int(visible.any(dim=0).sum())
+
+
 def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     """All tensors held by a transformers cache object (5.x ``Cache`` with ``.layers``, or a legacy tuple)."""
     tensors: list[torch.Tensor] = []
@@ -672,6 +789,7 @@ def hf_kv_cache_bytes_per_token(
     :func:`hf_flops`.
     """
     batch, prompt_len = 2, 4
+    config = language_model_config(config)
     window = config.get("sliding_window")
     uses_window = window is not None and not (
         config.get("model_type") == "qwen2" and not config.get("use_sliding_window", False)

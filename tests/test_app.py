@@ -80,7 +80,8 @@ def test_default_page_shows_the_library_tpot():
     assert metric(at, "TPOT") == "7.93 ms"  # the lecture's Llama-2-13B on an H100: ~26 GB / 3.35 TB/s
 
 
-@pytest.mark.parametrize("model", ["llama-2-13b", "deepseek-v2-lite", "mixtral-8x7b", "gemma-2-9b", "gpt2"])
+@pytest.mark.parametrize("model", ["llama-2-13b", "deepseek-v2-lite", "mixtral-8x7b", "gemma-2-9b", "gpt2",
+                                   "llama-4-scout", "gpt-oss-20b"])
 def test_every_view_runs_without_exception_or_error(model):
     at = start()
     at.selectbox(key="model").set_value(model).run()

@@ -79,3 +79,41 @@ def test_a_user_hardware_file_with_plain_numbers_works(tmp_path):
 def test_hardware_without_a_sourced_peak_says_so_instead_of_guessing():
     with pytest.raises(ValueError, match="a10g.*peak"):
         analyze("llama-2-7b", "a10g")
+
+
+def bundled(name, **changes):
+    raw = json.loads(open(load_model.__globals__["MODELS_DIR"] / f"{name}.json").read())
+    raw.update(changes)
+    return raw
+
+
+def scout_text(**changes):
+    raw = bundled("llama-4-scout")
+    raw["text_config"] = {**raw["text_config"], **changes}
+    return raw
+
+
+@pytest.mark.parametrize("raw, field", [
+    (bundled("gpt-oss-20b", layer_types=["sliding_attention", "linear_attention"] * 12), r"layer_types\[1\]"),
+    (bundled("gpt-oss-20b", layer_types=["sliding_attention"] * 3), "layer_types"),
+    (bundled("gpt-oss-20b", num_local_experts=None), "num_local_experts"),
+    (bundled("qwen3-30b-a3b", mlp_only_layers=[48]), "mlp_only_layers"),
+    (bundled("qwen3-30b-a3b", decoder_sparse_step=0), "decoder_sparse_step"),
+    (bundled("gemma-3-27b", text_config=None), "text_config"),
+    (bundled("gemma-3-27b", text_config={"model_type": "llama"}), "text_config.model_type"),
+    (scout_text(attention_chunk_size=None), "attention_chunk_size"),
+    (scout_text(no_rope_layers=[1, 0, 2]), "no_rope_layers"),
+    (scout_text(moe_layers=[99]), "moe_layers"),
+    (bundled("glm-4.5-air", use_qk_norm="yes"), "use_qk_norm"),
+])
+def test_bad_fields_of_the_newer_families_name_the_field(raw, field):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig.from_hf_config(raw, name="broken")
+
+
+def test_bad_qk_norm_and_chunk_values_name_the_field():
+    config = load_model("llama-4-scout")
+    with pytest.raises(ValueError, match="qk_norm"):
+        config.with_overrides(qk_norm="layer")
+    with pytest.raises(ValueError, match="chunk"):
+        config.with_overrides(chunk=0)

@@ -4,7 +4,8 @@ What FlopCounterMode counts, and so what is compared: matmul FLOPs only (mm, add
 elementwise work (norms, activations, softmax, rope, bias adds). The HF modules run eager
 attention (full score matrix), logits for every prompt position, MoE experts as a per-expert
 loop, and MLA decompressing the latent cache every step: our Options(attention="eager",
-logits="all", mla_form="naive") describe the same computation.
+logits="all", mla_form="naive") describe the same computation. Hugging Face's Llama 4 MoE runs every
+expert on every token (scaled by the router's masked scores): compared as top_k = E.
 """
 import json
 
@@ -22,7 +23,10 @@ from roofline.model import parameter_count  # noqa: E402
 
 HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")
 REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b", "gpt2",
-                    "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1"]
+                    "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1",
+                    "qwen3-8b", "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
+                    "llama-4-maverick", "gpt-oss-20b"]
+HF_RUNS_EVERY_EXPERT = ("llama4_text",)
 
 
 def raw_config(name: str) -> dict:
@@ -30,6 +34,8 @@ def raw_config(name: str) -> dict:
 
 
 def our_flops(config: ModelConfig, phase: str, batch: int, prompt: int) -> float:
+    if config.family in HF_RUNS_EVERY_EXPERT:
+        config = config.with_overrides(top_k=config.n_experts)
     compiled = compile_model(config, HF_LIKE)
     step, context = (compiled.prefill, prompt) if phase == "prefill" else (compiled.decode, prompt + 1)
     return float(step(batch, context, (4.0, 4.0, 4.0))[:, FLOPS_ROW].sum())
@@ -62,7 +68,9 @@ def test_kv_bytes_per_token_equal_the_hugging_face_cache_tensors(case):
     assert compile_model(config).kv_cache(1, 1, 2.0) == expected
 
 
-@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3-8b", "deepseek-v3", "deepseek-v2-lite"])
+@pytest.mark.parametrize("name", ["llama-2-7b", "llama-3-8b", "deepseek-v3", "deepseek-v2-lite", "qwen3-8b",
+                                  "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
+                                  "gpt-oss-20b", "gpt-oss-120b"])
 def test_kv_bytes_per_token_of_real_configs(name):
     expected = hf_kv_cache_bytes_per_token(raw_config(name), dtype=torch.bfloat16, device="meta")
     assert compile_model(load_model(name)).kv_cache(1, 1, 2.0) == expected
@@ -82,3 +90,12 @@ def test_the_oracle_catches_moe_experts_counted_densely():
     dense = config.with_overrides(top_k=config.n_experts)  # every token through every expert
     expected = hf_flops(TINY_CONFIGS["mixtral"], 2, 16, "prefill")
     assert our_flops(dense, "prefill", 2, 16) > 1.2 * expected
+
+
+@pytest.mark.parametrize("case, wrong", [("qwen3", {"qk_norm": ""}), ("gemma3-text", {"norms_per_layer": 2}),
+                                         ("gpt-oss", {"attention_sinks": False}), ("gpt-oss", {"expert_bias": False}),
+                                         ("gpt-oss", {"router_param_bias": False})])
+def test_the_oracle_catches_a_dropped_norm_sink_or_bias(case, wrong):
+    config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
+    assert parameter_count(config) == hf_parameter_count(TINY_CONFIGS[case])
+    assert parameter_count(config.with_overrides(**wrong)) != hf_parameter_count(TINY_CONFIGS[case])

