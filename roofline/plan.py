@@ -22,7 +22,7 @@ from .planning.prices import PRICES, load_prices
 from .planning.search import core, rows_of
 from .planning.workload import Lengths, Workload
 
-__all__ = ["plan", "verdict", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+__all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
 STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "simulated")  # the checks, in the order they run
 
 
@@ -78,6 +78,18 @@ def rank(frame: pd.DataFrame) -> pd.DataFrame:
             frame[column] = np.nan
     return frame.sort_values(["feasible", "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"],
                              ascending=[False, True, False], na_position="last", kind="stable").reset_index(drop=True)
+
+
+def pareto(frame: pd.DataFrame) -> pd.Series:
+    """Whether each row is feasible and on the frontier of cost per million tokens against TPOT: no other
+    feasible deployment is at least as cheap and as fast and strictly better in one."""
+    kept = frame[frame["feasible"]].sort_values(["tpot_s", "usd_per_million_tokens"])
+    best, best_tpot, front = np.inf, np.nan, []
+    for index, tpot, cost in zip(kept.index, kept["tpot_s"], kept["usd_per_million_tokens"]):
+        if cost < best or (cost == best and tpot == best_tpot):  # equal points dominate neither
+            best, best_tpot = cost, tpot
+            front.append(index)
+    return frame.index.isin(front)
 
 
 def _config(row) -> str:

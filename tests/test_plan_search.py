@@ -131,3 +131,15 @@ def test_plan_from_the_command_line_explains_and_exits_1_when_nothing_is_feasibl
     rows = json.loads(capsys.readouterr().out)
     assert all(r["rejected"].startswith("TPOT") for r in rows)
     assert main(["plan", "--percentile", "100"]) == 2
+
+
+def test_the_pareto_frontier_holds_every_deployment_no_other_beats_on_both_cost_and_tpot():
+    from roofline.plan import pareto
+    frame = plan("llama-3.1-70b", WORK, Targets(1.0, 0.05), hardware=("h100-sxm", "h200", "a100-80gb"))
+    kept = frame[frame["feasible"]]
+    front = kept[pareto(frame)[frame["feasible"].to_numpy()]]
+    assert 1 <= len(front) < len(kept)
+    for _, row in kept.iterrows():
+        beaten = ((kept["tpot_s"] <= row["tpot_s"]) & (kept["usd_per_million_tokens"] <= row["usd_per_million_tokens"])
+                  & ((kept["tpot_s"] < row["tpot_s"]) | (kept["usd_per_million_tokens"] < row["usd_per_million_tokens"])))
+        assert beaten.any() != (row.name in front.index)
