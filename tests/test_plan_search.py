@@ -143,3 +143,11 @@ def test_the_pareto_frontier_holds_every_deployment_no_other_beats_on_both_cost_
         beaten = ((kept["tpot_s"] <= row["tpot_s"]) & (kept["usd_per_million_tokens"] <= row["usd_per_million_tokens"])
                   & ((kept["tpot_s"] < row["tpot_s"]) | (kept["usd_per_million_tokens"] < row["usd_per_million_tokens"])))
         assert beaten.any() != (row.name in front.index)
+
+
+def test_roofline_plan_is_the_public_function_and_its_module_still_imports():
+    import roofline
+    from roofline.plan import Targets as T
+    frame = roofline.plan("llama-3-8b", Workload(1, 128, 16), T(1.0, 0.05), hardware=("h100-sxm",), tp=(1,),
+                          weights=("bf16",))
+    assert frame["feasible"].all() and frame["gpus"].iloc[0] == 1
