@@ -725,12 +725,16 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
     engines = columns[4].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
                                      default=["ideal"], key="plan_engines")
     kv = columns[5].multiselect("KV formats", ["bf16", "fp8"], default=["bf16"], key="plan_kv")
+    held = st.radio("targets hold for", ["the mean (no queueing)", "p50", "p90", "p99"], horizontal=True,
+                    key="plan_percentile", help="a percentile simulates the cheapest two per device (continuous batching)")
     if not hardware or not engines or not kv:
         st.info("Pick at least one device, one engine and one KV format.")
         return
-    targets = Targets(ttft / 1e3, tpot / 1e3)
+    targets = Targets(ttft / 1e3, tpot / 1e3, percentile=None if held.startswith("the") else float(held[1:]))
+    bar = st.progress(0.0, "simulating the frontier") if targets.percentile else None
     frame = plan(setup.model, Workload(rate, setup.prompt, setup.gen), targets, tuple(hardware),
-                 engines=tuple(engines), prices=prices, prefill_chunk=setup.prefill_chunk, kv=tuple(kv))
+                 engines=tuple(engines), prices=prices, prefill_chunk=setup.prefill_chunk, kv=tuple(kv),
+                 progress=None if bar is None else lambda done, total: bar.progress(min(done / total, 1.0)))
     frame = frame.assign(pareto=pareto(frame))
     kept = frame[frame["feasible"]].assign(
         tpot_ms=lambda f: f["tpot_s"] * 1e3, ttft_ms=lambda f: f["ttft_s"] * 1e3,
@@ -749,8 +753,9 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
         front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
             x="tpot_ms", y="usd_per_million_tokens")
         st.altair_chart(points + front, width="stretch")
+        simulated = ["sim_ttft_s", "sim_tpot_s"] if targets.percentile else []
         st.dataframe(kept[["configuration", "batch", "binding", "replicas", "gpus", "usd_per_million_tokens",
-                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound", "pareto"]],
+                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", *simulated, "decode_bound", "pareto"]],
                      hide_index=True)
     rejected = frame[~frame["feasible"]]
     if len(rejected):

@@ -17,9 +17,13 @@ import numpy as np
 import pandas as pd
 
 from .config import load_model
-from .evaluate import DEFAULT_PREFILL_CHUNK
+from .evaluate import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
+from .hardware import load_hardware
 from .planning.prices import PRICES, load_prices
-from .planning.search import core, rows_of
+from .planning.search import core, engine, rows_of
+from .precision import Precision
+from .serving.batching import MAX_REQUESTS
+from .sharding import whole
 from .planning.workload import Lengths, Workload
 
 __all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
@@ -59,6 +63,8 @@ def plan(model, work: Workload, targets: Targets, hardware=("h100-sxm", "a100-80
     config = load_model(model)
     prices = load_prices() if prices is None else prices
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
+    _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
+                     max_batch=caps, prefill_chunk=chunks), requests)
     rows = []
     for h, t, p, e, w, k, eng in itertools.product(hardware, tp, pp, ep, weights, kv, engines):
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
@@ -70,6 +76,29 @@ def plan(model, work: Workload, targets: Targets, hardware=("h100-sxm", "a100-80
         from .planning.frontier import check_frontier
         frame = rank(check_frontier(frame, config, work, targets, frontier, requests, seed, progress))
     return frame
+
+
+def _check_axes(axes: dict, requests) -> None:
+    """Each axis non-empty and each value valid on its own, so that a rejection is about a deployment, not a typo."""
+    for name, values in axes.items():
+        if len(values) == 0:
+            raise ValueError(f"{name}: give at least one candidate")
+    for h in axes["hardware"]:
+        load_hardware(h)
+    for e in axes["engines"]:
+        engine(e)
+    for w, k in itertools.product(axes["weights"], axes["kv"]):
+        Precision(weights=w, kv=k)
+    for name in ("tp", "pp", "ep"):
+        for v in axes[name]:
+            whole(name, v)
+    for cap in axes["max_batch"]:
+        if cap is not None and not (isinstance(cap, (int, np.integer)) and cap >= 1):
+            raise ValueError(f"max_batch: a cap must be a whole number >= 1 (None: memory's), got {cap!r}")
+    for chunk in axes["prefill_chunk"]:
+        check_prefill_chunk(chunk)
+    if not (isinstance(requests, (int, np.integer)) and 1 <= requests <= MAX_REQUESTS):
+        raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 
 
 def rank(frame: pd.DataFrame) -> pd.DataFrame:

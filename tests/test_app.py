@@ -432,3 +432,7 @@ def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontie
     assert points["encoding"]["color"]["field"] == "hardware"  # cost against TPOT, coloured by hardware
     assert {"configuration", "batch", "gpus"} <= {t["field"] for t in points["encoding"]["tooltip"]}
     assert front["mark"]["type"] == "line"
+    at.radio(key="plan_percentile").set_value("p90").run()
+    clean(at)
+    shown = at.dataframe[0].value
+    assert "sim_ttft_s" in shown and (shown["sim_ttft_s"].dropna() <= 0.5).all()

@@ -151,3 +151,12 @@ def test_roofline_plan_is_the_public_function_and_its_module_still_imports():
     frame = roofline.plan("llama-3-8b", Workload(1, 128, 16), T(1.0, 0.05), hardware=("h100-sxm",), tp=(1,),
                           weights=("bf16",))
     assert frame["feasible"].all() and frame["gpus"].iloc[0] == 1
+
+
+@pytest.mark.parametrize("axis, value, message", [("hardware", ("h100",), "hardware: unknown id 'h100'"),
+                                                  ("weights", ("fp7",), "weights: unknown dtype 'fp7'"),
+                                                  ("engines", ("vllm",), "engine 'vllm': unknown"),
+                                                  ("tp", (), "tp: give at least one candidate")])
+def test_a_bad_candidate_value_is_an_error_naming_the_axis_not_a_rejected_layout(axis, value, message):
+    with pytest.raises(ValueError, match=message):
+        plan("llama-3-8b", WORK, Targets(1.0, 0.05), **{axis: value})

@@ -2,7 +2,7 @@
 
 Each replica gets rate / replicas of Poisson arrivals with the workload's length distributions, served by
 roofline.serving.batching.simulate_continuous at the candidate's batch (its TPOT-meeting batch as the cap),
-its KV budget (what the weights and one prefill chunk leave free) and its prefill chunk. A candidate is
+its KV budget (the search's: max batch sequences of the mean length, for any tp, pp, ep) and its prefill chunk. A candidate is
 kept when the simulated percentile of TTFT, TPOT (and E2E) meets the targets. A replica that falls behind its
 arrivals fails on TTFT: its queue grows over the run. (Result.overloaded, served over the whole makespan,
 is not used: with a few hundred requests the drain of the longest outputs dominates it.) Only the frontier
@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from ..deployment import Deployment
-from ..evaluate import memory
 from ..hardware import load_hardware
 from ..precision import Precision
 from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
@@ -36,9 +35,7 @@ def simulate_row(config, row, work, percentile: float, requests: int, seed: int,
     d = Deployment(config, load_hardware(row["hardware"]), Precision(weights=row["weights"], kv=row["kv"]),
                    tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
     chunk = None if pd.isna(row["prefill_chunk"]) else int(row["prefill_chunk"])
-    m = memory(d, 1.0, 1.0, 0.0, chunk)  # KV budget in tokens: what the weights and the workspace leave
-    free = d.hardware.memory_bytes - float(np.ravel(m["weight_bytes"])[0]) - float(np.ravel(m["workspace_bytes"])[0])
-    capacity = np.floor(free / float(np.ravel(m["kv_bytes_per_token"])[0]))
+    capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
     try:
         result = simulate_continuous(reqs, StepCost(d), int(row["batch"]), capacity, BLOCK, chunk, progress)
