@@ -49,6 +49,8 @@ def _read(path: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("exit status: 0 when some candidate meets the targets, 1 when none does (the reason in one "
+                     "sentence), 2 for bad input")
     lengths = "N, fixed:N, exp:MEAN (exponential) or csv:FILE[:COLUMN]; the search uses the mean"
     parser.add_argument("--model", default="llama-3-8b", help="bundled name or a config.json path")
     parser.add_argument("--rate", default="10", help="requests per second (default %(default)s)")
