@@ -49,19 +49,21 @@ def _axis(values) -> tuple:
     return tuple(values) if isinstance(values, (tuple, list)) else (values,)
 
 
-def plan(model, work: Workload, targets: Targets, hardware=("h100-sxm", "a100-80gb"), tp=(1, 2, 4, 8),
+def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8),
          weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          frontier: int = 2, requests: int = 400, seed: int = 0, progress=None) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
-    memory, TTFT, TPOT, E2E, or the simulated percentile). prefill_chunk and max_batch may be lists (axes);
+    memory, TTFT, TPOT, E2E, or the simulated percentile). hardware None: every device the price sheet
+    prices. prefill_chunk and max_batch may be lists (axes);
     with targets.percentile the cheapest `frontier` per hardware that pass the simulation (of `requests`
     requests, progress(done, total) called as it goes) are kept, and the ones it rejects say so."""
     work.check()
     targets.check()
     config = load_model(model)
     prices = load_prices() if prices is None else prices
+    hardware = tuple(prices) if hardware is None else _axis(hardware)
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
                      max_batch=caps, prefill_chunk=chunks), requests)

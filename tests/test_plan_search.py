@@ -160,3 +160,15 @@ def test_roofline_plan_is_the_public_function_and_its_module_still_imports():
 def test_a_bad_candidate_value_is_an_error_naming_the_axis_not_a_rejected_layout(axis, value, message):
     with pytest.raises(ValueError, match=message):
         plan("llama-3-8b", WORK, Targets(1.0, 0.05), **{axis: value})
+
+
+def test_the_geometric_grid_and_its_bracket_find_the_same_batches_as_every_batch_at_once(monkeypatch):
+    from roofline.planning import search
+    args = ("llama-3-8b", Workload(10, 256, 64), Targets(1.0, 0.03))
+    space = dict(hardware=("h100-sxm", "h200"), tp=(1, 2), weights=("bf16", "int4"), max_batch=(None, 100))
+    whole = plan(*args, **space)
+    assert whole["max_batch"].max() > 1000  # big enough for the geometric path to bracket
+    monkeypatch.setattr(search, "WHOLE_GRID", 0)
+    bracketed = plan(*args, **space)
+    assert list(bracketed["batch"].fillna(-1)) == list(whole["batch"].fillna(-1))
+    assert list(bracketed["tpot_s"]) == pytest.approx(list(whole["tpot_s"]), nan_ok=True)

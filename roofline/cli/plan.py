@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e", help="end-to-end latency target per request, seconds (default: none)")
     parser.add_argument("--percentile", "--slo-percentile", dest="percentile",
                         help="targets hold for this percentile of requests (e.g. 90 or p90): the frontier is simulated")
-    parser.add_argument("--hardware", default="h100-sxm,h200,a100-80gb", help="candidate devices (default %(default)s)")
+    parser.add_argument("--hardware", help="candidate devices (default: every device in the price sheet)")
     parser.add_argument("--tp", default="1,2,4,8", help="candidate tensor-parallel degrees (default %(default)s)")
     parser.add_argument("--pp", default="1", help="candidate pipeline stages (default %(default)s)")
     parser.add_argument("--ep", default="1", help="candidate expert-parallel degrees, MoE only (default %(default)s)")
@@ -127,8 +127,10 @@ def run(args: argparse.Namespace) -> int:
                       None if args.e2e is None else _positive(args.e2e, "--e2e"), _percentile(args.percentile))
     caps = tuple(None if v.lower() == "none" else _positive(v, "--max-batch", int) for v in _list(args.max_batch, "--max-batch"))
     chunks = tuple(prefill_chunk(v) for v in _list(args.prefill_chunk, "--prefill-chunk"))
-    frame = plan(args.model, work, targets, _list(args.hardware, "--hardware"), _list(args.tp, "--tp", int),
-                 _list(args.weights, "--weights"), _list(args.engine, "--engine"), load_prices(args.prices), chunks,
+    prices = load_prices(args.prices)
+    hardware = tuple(prices) if args.hardware is None else _list(args.hardware, "--hardware")
+    frame = plan(args.model, work, targets, hardware, _list(args.tp, "--tp", int),
+                 _list(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
                  pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_list(args.kv, "--kv"),
                  max_batch=caps, frontier=_positive(args.frontier, "--frontier", int),
                  requests=_positive(args.requests, "--requests", int),
