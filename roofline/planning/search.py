@@ -62,8 +62,11 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
             m = memory(d, 1.0, prompt, gen, chunk)
             out[chunk] = int(np.ravel(m["max_batch"])[0]), float(np.ravel(m["memory_bytes"])[0])
         return out
-    empty = np.array(d.memory_bytes(0.0, prompt + gen))
-    per_sequence = np.array(d.memory_bytes(float(d.ep), prompt + gen)) - empty
+    if d.ep == 1:  # bytes are linear in the batch: one call at B = 0 and 1, a column per stage
+        empty, one = np.array(d.memory_bytes(np.array([0.0, 1.0]), prompt + gen)).T
+    else:  # one sequence on each GPU
+        empty, one = np.array(d.memory_bytes(0.0, prompt + gen)), np.array(d.memory_bytes(float(d.ep), prompt + gen))
+    per_sequence = one - empty
     free = np.maximum(d.hardware.memory_bytes - empty, 0.0)
     out = {}
     for chunk in chunks:
