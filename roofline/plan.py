@@ -67,10 +67,10 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
                      max_batch=caps, prefill_chunk=chunks), requests)
-    rows = []
+    devices, rows = {h: load_hardware(h) for h in hardware}, []
     for h, t, p, e, w, k, eng in itertools.product(hardware, tp, pp, ep, weights, kv, engines):
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
-        c = core(config, h, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
+        c = core(config, devices[h], t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices)
         rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks)
     frame = rank(pd.DataFrame(rows))

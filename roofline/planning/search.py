@@ -26,7 +26,6 @@ from ..bounds import BOUNDS
 from ..deployment import Deployment
 from ..engine import load_engine
 from ..evaluate import memory, workspace
-from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 
@@ -79,10 +78,10 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
     return out
 
 
-def core(model, hw_id, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
+def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
          priced=True) -> Core:
     try:
-        d = Deployment(model, load_hardware(hw_id), Precision(weights=weights, kv=kv), tp=tp, pp=pp, ep=ep,
+        d = Deployment(model, hw, Precision(weights=weights, kv=kv), tp=tp, pp=pp, ep=ep,
                        engine=engine(engine_name))
     except ValueError as err:
         return Core(None, f"layout: {err}")
