@@ -94,30 +94,37 @@ def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_targ
     if top < 1:
         return Core(d, "memory", max_batch=max_batch, need_bytes=need)
     ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.engine.request_overhead_s
-    context = decode_context(prompt + gen / 2)
-    if top <= WHOLE_GRID:  # every batch in one call (a step's cost is mostly per op, not per point)
-        coarse = np.arange(1.0, top + 1)
-    else:
-        coarse = np.unique(np.concatenate([np.round(np.geomspace(1, top, COARSE_POINTS)), list(max_batch.values()),
-                                           [c for c in caps if c is not None and c <= top]]))
-    step = d.step(DECODE, coarse, context)
-    tpot, bound = np.broadcast_to(step.total_s, coarse.shape), np.broadcast_to(step.bound, coarse.shape)
-    meets = np.flatnonzero(tpot <= tpot_target)
-    best = int(coarse[meets[-1]]) if meets.size else 0
-    grid, times, bounds = coarse, tpot, bound
-    if 0 < best < top and top > WHOLE_GRID:  # every batch between the last grid point that meets and the next
-        nxt = int(coarse[meets[-1] + 1])
-        fine = np.arange(best + 1, nxt, dtype=float)
-        if fine.size:
-            s = d.step(DECODE, fine, context)
-            ft, fb = np.broadcast_to(s.total_s, fine.shape), np.broadcast_to(s.bound, fine.shape)
-            inside = np.flatnonzero(ft <= tpot_target)
-            if inside.size:
-                best = int(fine[inside[-1]])
-            grid, times, bounds = (np.concatenate([a, b]) for a, b in ((coarse, fine), (tpot, ft), (bound, fb)))
-            order = np.argsort(grid)
-            grid, times, bounds = grid[order], times[order], bounds[order]
+    extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
+    best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
     return Core(d, "", ttft, max_batch, best, grid, times, bounds, need)
+
+
+def _decode(d: Deployment, batches: np.ndarray, context: float) -> tuple[np.ndarray, np.ndarray]:
+    step = d.step(DECODE, batches, context)
+    return np.broadcast_to(step.total_s, batches.shape), np.broadcast_to(step.bound, batches.shape)
+
+
+def largest_within(d: Deployment, context: float, top: int, target: float, extra=()) -> tuple:
+    """(largest B <= top with TPOT(B) <= target, or 0; the batches priced; their TPOT; their bound). TPOT grows
+    with B: every batch up to WHOLE_GRID in one call; past it a geometric grid (with `extra` batches), then
+    every batch between the last point that meets the target and the next."""
+    if top <= WHOLE_GRID:  # a step's cost is mostly per op, not per point
+        grid = np.arange(1.0, top + 1)
+    else:
+        grid = np.unique(np.concatenate([np.round(np.geomspace(1, top, COARSE_POINTS)), extra]))
+    times, bounds = _decode(d, grid, context)
+    meets = np.flatnonzero(times <= target)
+    best = int(grid[meets[-1]]) if meets.size else 0
+    if not 0 < best < top or top <= WHOLE_GRID:
+        return best, grid, times, bounds
+    fine = np.arange(best + 1, grid[meets[-1] + 1], dtype=float)
+    if not fine.size:
+        return best, grid, times, bounds
+    fine_times, fine_bounds = _decode(d, fine, context)
+    inside = np.flatnonzero(fine_times <= target)
+    best = int(fine[inside[-1]]) if inside.size else best
+    order = np.argsort(np.concatenate([grid, fine]))
+    return (best, *(np.concatenate(pair)[order] for pair in ((grid, fine), (times, fine_times), (bounds, fine_bounds))))
 
 
 def rows_of(c: Core, base: dict, work, targets, price, caps, chunks) -> list[dict]:
