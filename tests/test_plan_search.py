@@ -172,3 +172,12 @@ def test_the_geometric_grid_and_its_bracket_find_the_same_batches_as_every_batch
     bracketed = plan(*args, **space)
     assert list(bracketed["batch"].fillna(-1)) == list(whole["batch"].fillna(-1))
     assert list(bracketed["tpot_s"]) == pytest.approx(list(whole["tpot_s"]), nan_ok=True)
+
+
+def test_the_command_line_simulates_the_frontier_for_a_percentile(capsys):
+    argv = ["plan", "--model", "llama-3-8b", "--rate", "4", "--prompt", "exp:512", "--gen", "exp:64", "--hardware",
+            "h100-sxm", "--tp", "1", "--weights", "bf16", "--slo-percentile", "p90", "--requests", "80"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "TPOT 50 ms (p90, simulated for the frontier)" in out and "sim_ttft_s" in out
+    assert "prompt exponential mean 512" in out

@@ -17,7 +17,7 @@ from ..plan import Targets, Workload, load_prices, plan, verdict
 from ..planning.workload import parse_lengths
 from .analyze import prefill_chunk
 
-SHOWN = ("hardware", "tp", "pp", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
+SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
          "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound")
 
 
@@ -150,7 +150,8 @@ def run(args: argparse.Namespace) -> int:
     feasible = frame[frame["feasible"]].head(_positive(args.top, "--top", int))
     if not feasible.empty:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
-        print(feasible[shown].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        table = feasible[shown].astype({c: "Int64" for c in ("batch", "replicas", "gpus")})
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     rejected = frame.loc[~frame["feasible"], "rejected"].str.split(":").str[0].value_counts()
     if len(rejected):
         print("rejected: " + ", ".join(f"{n} by {reason}" for reason, n in rejected.items())
