@@ -757,6 +757,15 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
         st.dataframe(kept[["configuration", "batch", "binding", "replicas", "gpus", "usd_per_million_tokens",
                            "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", *simulated, "decode_bound", "pareto"]],
                      hide_index=True)
+        with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
+            from roofline.planning.forms import explain
+            for row, batch, tp in explain(frame, setup.model, Workload(rate, setup.prompt, setup.gen), targets):
+                st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: runs at batch "
+                            f"{int(row['batch'])}, set by {row['binding']}; largest batch within TPOT "
+                            f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))
+                st.latex(sp.latex(batch.expression))
+                st.caption(", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items()))
+                st.latex(sp.latex(tp.expression) + rf" = {tp.value:.3g}\;\text{{(TP break-even)}}")
     rejected = frame[~frame["feasible"]]
     if len(rejected):
         st.caption("Rejected: " + ", ".join(f"{n} by {reason}" for reason, n in

@@ -432,6 +432,7 @@ def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontie
     assert points["encoding"]["color"]["field"] == "hardware"  # cost against TPOT, coloured by hardware
     assert {"configuration", "batch", "gpus"} <= {t["field"] for t in points["encoding"]["tooltip"]}
     assert front["mark"]["type"] == "line"
+    assert any(r"\left\lfloor" in latex.value for latex in at.latex)  # the largest batch within TPOT, in letters
     at.radio(key="plan_percentile").set_value("p90").run()
     clean(at)
     shown = at.dataframe[0].value
