@@ -27,7 +27,7 @@ from .sharding import whole
 from .planning.workload import Lengths, Workload
 
 __all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
-STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "simulated")  # the checks, in the order they run
+STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "GPUs", "simulated")  # the checks, in the order they run
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,11 @@ def _axis(values) -> tuple:
 def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8),
          weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
-         frontier: int = 2, requests: int = 400, seed: int = 0, progress=None) -> pd.DataFrame:
+         max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
+         progress=None) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
-    memory, TTFT, TPOT, E2E, or the simulated percentile). hardware None: every device the price sheet
+    memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every device the price sheet
     prices. prefill_chunk and max_batch may be lists (axes);
     with targets.percentile the cheapest `frontier` per hardware that pass the simulation (of `requests`
     requests, progress(done, total) called as it goes) are kept, and the ones it rejects say so."""
@@ -66,13 +67,13 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     hardware = tuple(prices) if hardware is None else _axis(hardware)
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
-                     max_batch=caps, prefill_chunk=chunks), requests)
+                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus)
     devices, rows = {h: load_hardware(h) for h in hardware}, []
     for h, t, p, e, w, k, eng in itertools.product(hardware, tp, pp, ep, weights, kv, engines):
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
         c = core(config, devices[h], t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices)
-        rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks)
+        rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
@@ -80,7 +81,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     return frame
 
 
-def _check_axes(axes: dict, requests) -> None:
+def _check_axes(axes: dict, requests, max_gpus) -> None:
     """Each axis non-empty and each value valid on its own, so that a rejection is about a deployment, not a typo."""
     for name, values in axes.items():
         if len(values) == 0:
@@ -99,6 +100,8 @@ def _check_axes(axes: dict, requests) -> None:
             raise ValueError(f"max_batch: a cap must be a whole number >= 1 (None: memory's), got {cap!r}")
     for chunk in axes["prefill_chunk"]:
         check_prefill_chunk(chunk)
+    if max_gpus is not None and not (isinstance(max_gpus, (int, np.integer)) and max_gpus >= 1):
+        raise ValueError(f"max_gpus: a whole number >= 1 (None: no limit), got {max_gpus!r}")
     if not (isinstance(requests, (int, np.integer)) and 1 <= requests <= MAX_REQUESTS):
         raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 
@@ -158,4 +161,8 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> 
         row = hit.loc[hit["e2e_s"].idxmin()]
         return (f"No candidate meets E2E {targets.e2e_s:g} s: the fastest, {_config(row)}, takes "
                 f"{row['e2e_s']:.2f} s per request.")
+    if furthest == "GPUs":
+        row = hit.loc[hit["gpus"].idxmin()]
+        return (f"No candidate serves the rate within the GPU limit: the fewest needed, {_config(row)}, is "
+                f"{int(row['gpus'])} GPUs ({row['rejected'].split('> ')[-1]} allowed).")
     return f"No candidate meets the p{targets.percentile:g} targets in simulation: {hit.iloc[0]['rejected']}."

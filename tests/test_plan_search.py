@@ -181,3 +181,15 @@ def test_the_command_line_simulates_the_frontier_for_a_percentile(capsys):
     out = capsys.readouterr().out
     assert "TPOT 50 ms (p90, simulated for the frontier)" in out and "sim_ttft_s" in out
     assert "prompt exponential mean 512" in out
+
+
+def test_a_gpu_limit_rejects_deployments_that_need_more_and_says_so():
+    work = Workload(40, 2000, 500)
+    free = plan("llama-3.1-70b", work, Targets(1.0, 0.04), hardware=("h100-sxm",), weights=("bf16",))
+    fewest = int(free["gpus"].min())
+    limited = plan("llama-3.1-70b", work, Targets(1.0, 0.04), hardware=("h100-sxm",), weights=("bf16",),
+                   max_gpus=fewest - 1)
+    assert not limited["feasible"].any()
+    assert verdict(limited, Targets(1.0, 0.04)).startswith(
+        "No candidate serves the rate within the GPU limit: the fewest needed, h100-sxm tp=")
+    assert f"is {fewest} GPUs ({fewest - 1} allowed)" in verdict(limited, Targets(1.0, 0.04))

@@ -71,6 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch", default="none", help="candidate batch caps, 'none' for memory's (default %(default)s)")
     parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
                         help="candidate prefill chunks (tokens; 'all' for none), which size the workspace (default %(default)s)")
+    parser.add_argument("--max-gpus", help="at most this many GPUs in all (default: no limit)")
     parser.add_argument("--prices", help="$/GPU-hour YAML (default data/prices.yaml, each price with its source)")
     parser.add_argument("--frontier", default="2", help="with --percentile: deployments kept per hardware (default %(default)s)")
     parser.add_argument("--requests", default="400", help="with --percentile: requests simulated per candidate")
@@ -132,7 +133,8 @@ def run(args: argparse.Namespace) -> int:
     frame = plan(args.model, work, targets, hardware, _list(args.tp, "--tp", int),
                  _list(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
                  pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_list(args.kv, "--kv"),
-                 max_batch=caps, frontier=_positive(args.frontier, "--frontier", int),
+                 max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
+                 frontier=_positive(args.frontier, "--frontier", int),
                  requests=_positive(args.requests, "--requests", int),
                  progress=None if targets.percentile is None else _progress_bar())
     status = 0 if frame["feasible"].any() else 1

@@ -127,8 +127,8 @@ def largest_within(d: Deployment, context: float, top: int, target: float, extra
     return (best, *(np.concatenate(pair)[order] for pair in ((grid, fine), (times, fine_times), (bounds, fine_bounds))))
 
 
-def rows_of(c: Core, base: dict, work, targets, price, caps, chunks) -> list[dict]:
-    """One row per (batch cap, prefill chunk) of a Deployment's answers."""
+def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: int | None = None) -> list[dict]:
+    """One row per (batch cap, prefill chunk) of a Deployment's answers; more GPUs than max_gpus is a rejection."""
     out = []
     gen = work.gen_mean
     for chunk in chunks:
@@ -167,6 +167,10 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks) -> list[dic
             per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s
             replicas = math.ceil(work.rate / per_replica)
             gpus = replicas * c.d.gpus_per_replica
+            row.update(batch=batch, replicas=replicas, gpus=gpus)
+            if max_gpus is not None and gpus > max_gpus:
+                row["rejected"] = f"GPUs: {gpus} needed ({replicas} replicas of {c.d.gpus_per_replica}) > {max_gpus}"
+                continue
             tokens_per_s = work.rate * gen
             row.update(feasible=True, rejected="", batch=batch, replicas=replicas, gpus=gpus,
                        usd_per_hour=gpus * price, usd_per_million_tokens=gpus * price / (tokens_per_s * 3600) * 1e6,
