@@ -68,16 +68,17 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
                      max_batch=caps, prefill_chunk=chunks), requests, max_gpus)
-    devices, rows = {h: load_hardware(h) for h in hardware}, []
-    for h, t, p, e, w, k, eng in itertools.product(hardware, tp, pp, ep, weights, kv, engines):
+    devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
+    for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
+        h = hw.id
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
-        c = core(config, devices[h], t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
+        c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices)
         rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, config, work, targets, frontier, requests, seed, progress))
+        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests, seed, progress))
     return frame
 
 
@@ -86,8 +87,6 @@ def _check_axes(axes: dict, requests, max_gpus) -> None:
     for name, values in axes.items():
         if len(values) == 0:
             raise ValueError(f"{name}: give at least one candidate")
-    for h in axes["hardware"]:
-        load_hardware(h)
     for e in axes["engines"]:
         engine(e)
     for w, k in itertools.product(axes["weights"], axes["kv"]):

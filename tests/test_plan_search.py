@@ -1,6 +1,7 @@
 """`plan`'s search axes, closed forms, length distributions, percentile frontier and one-sentence verdicts."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +194,15 @@ def test_a_gpu_limit_rejects_deployments_that_need_more_and_says_so():
     assert verdict(limited, Targets(1.0, 0.04)).startswith(
         "No candidate serves the rate within the GPU limit: the fewest needed, h100-sxm tp=")
     assert f"is {fewest} GPUs ({fewest - 1} allowed)" in verdict(limited, Targets(1.0, 0.04))
+
+
+def test_a_device_from_a_json_file_is_planned_simulated_and_explained_under_its_own_id(tmp_path, capsys):
+    entry = json.loads((Path(__file__).parents[1] / "data" / "hardware.json").read_text())["h100-sxm"]
+    (tmp_path / "gpu.json").write_text(json.dumps({"my-gpu": entry}))
+    (tmp_path / "prices.yaml").write_text("my-gpu: {usd_per_gpu_hour: 2.0}\n")
+    argv = ["plan", "--model", "llama-3-8b", "--hardware", str(tmp_path / "gpu.json"), "--prices",
+            str(tmp_path / "prices.yaml"), "--tp", "1", "--weights", "bf16", "--explain", "--percentile", "90",
+            "--requests", "40", "--rate", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Cheapest: 1 x my-gpu tp=1" in out and "my-gpu tp=1 bf16/bf16 ideal: runs at batch" in out

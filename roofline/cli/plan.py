@@ -161,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     if args.explain and not feasible.empty:
         from ..config import load_model
         from ..planning.forms import explain
-        print("\n".join(explain_lines(explain(frame, load_model(args.model), work, targets))))
+        from ..hardware import load_hardware
+        devices = {d.id: d for d in map(load_hardware, hardware)}
+        print("\n".join(explain_lines(explain(frame, load_model(args.model), work, targets, devices=devices))))
     return status
 
 

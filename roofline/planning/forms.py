@@ -96,15 +96,18 @@ def tp_breakeven(d: Deployment, batch: int, prompt: float) -> Crossover:
     return tp_crossovers(d.config, d.hardware, batch, int(prompt), d.precision)["tp_breakeven"]
 
 
-def explain(frame, config, work, targets, rows: int = 3) -> list[tuple[dict, Crossover, Crossover]]:
-    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even)."""
+def explain(frame, config, work, targets, rows: int = 3, devices: dict | None = None
+            ) -> list[tuple[dict, Crossover, Crossover]]:
+    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even);
+    devices maps a row's hardware id to its Hardware where it is not a bundled id (a JSON file's)."""
     from ..hardware import load_hardware
     from ..precision import Precision
     from .search import engine
     out = []
     best = frame[frame["feasible"]].drop_duplicates("hardware").head(rows)
     for _, row in best.iterrows():
-        d = Deployment(config, load_hardware(row["hardware"]), Precision(weights=row["weights"], kv=row["kv"]),
+        hw = (devices or {}).get(row["hardware"]) or load_hardware(row["hardware"])
+        d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
                        tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
                     tp_breakeven(d, int(row["batch"]), work.prompt_mean)))

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 
 from ..deployment import Deployment
-from ..hardware import load_hardware
 from ..precision import Precision
 from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
 from .search import engine
@@ -30,9 +29,9 @@ def requests_for(work, rate: float, n: int, seed: int) -> Requests:
     return Requests(arrivals, Lengths.of(work.prompt).draw(rng, n), Lengths.of(work.gen).draw(rng, n))
 
 
-def simulate_row(config, row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
-    """Simulated percentiles of one replica of a candidate at its share of the rate."""
-    d = Deployment(config, load_hardware(row["hardware"]), Precision(weights=row["weights"], kv=row["kv"]),
+def simulate_row(config, hw, row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
+    """Simulated percentiles of one replica of a candidate (on `hw`) at its share of the rate."""
+    d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
                    tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
     chunk = None if pd.isna(row["prefill_chunk"]) else int(row["prefill_chunk"])
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
@@ -61,7 +60,7 @@ def judge(sim: dict, targets) -> str:
     return ""
 
 
-def check_frontier(frame: pd.DataFrame, config, work, targets, keep: int, requests: int, seed: int,
+def check_frontier(frame: pd.DataFrame, config, devices: dict, work, targets, keep: int, requests: int, seed: int,
                    progress=None) -> pd.DataFrame:
     frame = frame.copy()
     for column in ("simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"):
@@ -75,7 +74,7 @@ def check_frontier(frame: pd.DataFrame, config, work, targets, keep: int, reques
         if kept.get(row["hardware"], 0) >= keep:
             continue
         tick = None if progress is None else (lambda d, n, base=done_rows: progress(base + d, len(queue) * requests))
-        sim = simulate_row(config, row, work, targets.percentile, requests, seed, tick)
+        sim = simulate_row(config, devices[row["hardware"]], row, work, targets.percentile, requests, seed, tick)
         done_rows += requests
         frame.loc[index, ["simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"]] = [
             True, *(sim.get(k, np.nan) for k in ("ttft", "tpot", "e2e"))]
