@@ -26,3 +26,13 @@ def test_a_report_without_targets_has_no_plan_and_half_the_targets_is_refused(tm
     assert "--ttft, --tpot: the plan section needs --rate, --ttft and --tpot together" in capsys.readouterr().err
     assert main(["report", "--rate", "3", "--ttft", "soon", "--tpot", "0.05", "--out", str(tmp_path)]) == 2
     assert "--ttft: expected a positive number" in capsys.readouterr().err
+
+
+def test_with_an_engine_the_plan_is_section_9_and_prices_that_engine():
+    from roofline.views.render import markdown
+    from roofline.views.report import build_study
+    study = build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp",
+                        slo={"rate": 2.0, "ttft_s": 1.0, "tpot_s": 0.05})
+    text = markdown(study)
+    assert "## 8. Achievable with llama.cpp" in text and "## 9. Plan: what serves 2 requests/s" in text
+    assert set(study.plan.frame["engine"]) == {"llama.cpp"}
