@@ -56,10 +56,10 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
          progress=None) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
-    memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every device the price sheet
-    prices. prefill_chunk and max_batch may be lists (axes);
-    with targets.percentile the cheapest `frontier` per hardware that pass the simulation (of `requests`
-    requests, progress(done, total) called as it goes) are kept, and the ones it rejects say so."""
+    memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
+    device the price sheet prices; prefill_chunk and max_batch may be lists (axes). With targets.percentile
+    the cheapest `frontier` per hardware that pass the simulation (of `requests` requests, progress(done,
+    total) called as it goes) are kept, and the ones it rejects say so."""
     work.check()
     targets.check()
     config = load_model(model)
@@ -78,7 +78,8 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests, seed, progress))
+        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests,
+                                    seed, progress))
     return frame
 
 
