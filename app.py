@@ -715,31 +715,58 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
 
 def page_plan(analysis: Analysis, setup: Setup) -> None:
     """The cheapest deployments of this model that meet TTFT and TPOT at a request rate (roofline.plan)."""
-    from roofline.plan import Targets, Workload, load_prices, plan
+    import altair as alt
+    from roofline.plan import Targets, Workload, load_prices, pareto, plan, verdict
     prices = load_prices()
-    columns = st.columns(5)
+    columns = st.columns(6)
     rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")
     ttft = columns[1].number_input("TTFT target (ms)", min_value=1.0, value=500.0, key="plan_ttft")
     tpot = columns[2].number_input("TPOT target (ms)", min_value=0.1, value=50.0, key="plan_tpot")
     hardware = columns[3].multiselect("hardware (priced)", sorted(prices), default=sorted(prices), key="plan_hw")
     engines = columns[4].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
                                      default=["ideal"], key="plan_engines")
-    if not hardware or not engines:
-        st.info("Pick at least one device and one engine.")
+    kv = columns[5].multiselect("KV formats", ["bf16", "fp8"], default=["bf16"], key="plan_kv")
+    held = st.radio("targets hold for", ["the mean (no queueing)", "p50", "p90", "p99"], horizontal=True,
+                    key="plan_percentile", help="a percentile simulates the cheapest two per device (continuous batching)")
+    if not hardware or not engines or not kv:
+        st.info("Pick at least one device, one engine and one KV format.")
         return
-    frame = plan(setup.model, Workload(rate, setup.prompt, setup.gen), Targets(ttft / 1e3, tpot / 1e3), tuple(hardware),
-                 engines=tuple(engines), prices=prices, prefill_chunk=setup.prefill_chunk)
-    kept = frame[frame["feasible"]].assign(tpot_ms=lambda f: f["tpot_s"] * 1e3,
-                                           configuration=lambda f: f["hardware"] + " tp" + f["tp"].astype(str) + " "
-                                           + f["weights"] + " " + f["engine"])
+    targets = Targets(ttft / 1e3, tpot / 1e3, percentile=None if held.startswith("the") else float(held[1:]))
+    bar = st.progress(0.0, "simulating the frontier") if targets.percentile else None
+    frame = plan(setup.model, Workload(rate, setup.prompt, setup.gen), targets, tuple(hardware),
+                 engines=tuple(engines), prices=prices, prefill_chunk=setup.prefill_chunk, kv=tuple(kv),
+                 progress=None if bar is None else lambda done, total: bar.progress(min(done / total, 1.0)))
+    frame = frame.assign(pareto=pareto(frame))
+    kept = frame[frame["feasible"]].assign(
+        tpot_ms=lambda f: f["tpot_s"] * 1e3, ttft_ms=lambda f: f["ttft_s"] * 1e3,
+        configuration=lambda f: f["hardware"] + " tp" + f["tp"].astype(str) + " " + f["weights"] + "/KV "
+        + f["kv"] + " " + f["engine"] + " x" + f["replicas"].astype(int).astype(str))
     st.caption(f"{setup.model.name}: {rate:g} requests/s of prompt {setup.prompt} and {setup.gen} output tokens "
-               f"(the sidebar's workload); prices: data/prices.yaml. Each point is one deployment: hover for it.")
-    if kept.empty:
-        st.warning("No candidate meets the targets: relax TTFT or TPOT, or add hardware.")
-    else:
-        st.scatter_chart(kept, x="tpot_ms", y="usd_per_million_tokens", color="hardware", size="gpus")
-        st.dataframe(kept[["configuration", "batch", "replicas", "gpus", "usd_per_million_tokens",
-                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound"]], hide_index=True)
+               f"(the sidebar's workload); prices: data/prices.yaml. Each point is one deployment (hover for it); "
+               f"the line joins the Pareto frontier of cost against TPOT.")
+    st.write(verdict(frame, targets, setup.model.name))
+    if not kept.empty:
+        base = alt.Chart(kept).encode(x=alt.X("tpot_ms", title="TPOT (ms)"),
+                                      y=alt.Y("usd_per_million_tokens", title="$ per million output tokens"))
+        points = base.mark_circle(size=70).encode(
+            color="hardware", tooltip=["configuration", "batch", "binding", "gpus", "usd_per_million_tokens",
+                                       "ttft_ms", "tpot_ms", "decode_bound"])
+        front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
+            x="tpot_ms", y="usd_per_million_tokens")
+        st.altair_chart(points + front, width="stretch")
+        simulated = ["sim_ttft_s", "sim_tpot_s"] if targets.percentile else []
+        st.dataframe(kept[["configuration", "batch", "binding", "replicas", "gpus", "usd_per_million_tokens",
+                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", *simulated, "decode_bound", "pareto"]],
+                     hide_index=True)
+        with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
+            from roofline.planning.forms import explain
+            for row, batch, tp in explain(frame, setup.model, Workload(rate, setup.prompt, setup.gen), targets):
+                st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: runs at batch "
+                            f"{int(row['batch'])}, set by {row['binding']}; largest batch within TPOT "
+                            f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))
+                st.latex(sp.latex(batch.expression))
+                st.caption(", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items()))
+                st.latex(sp.latex(tp.expression) + rf" = {tp.value:.3g}\;\text{{(TP break-even)}}")
     rejected = frame[~frame["feasible"]]
     if len(rejected):
         st.caption("Rejected: " + ", ".join(f"{n} by {reason}" for reason, n in

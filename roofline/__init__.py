@@ -1,6 +1,7 @@
 """roofline: analytic roofline and cost model for LLM inference, derived symbolically.
 
-Public API: `analyze`, `sweep`, the one step pricer every estimate goes through (`Deployment`), the
+Public API: `analyze`, `sweep`, `plan` (the cheapest deployments meeting latency targets), the one
+step pricer every estimate goes through (`Deployment`), the
 serving what-ifs (`speculate`, `analyze_pipeline`, `analyze_expert_parallel`; tensor parallelism is
 `analyze(..., tp=)`), the configs (`ModelConfig`, `Hardware`, `Precision`, `Options`, `Calibration`)
 and their loaders. The core imports neither torch nor streamlit.
@@ -13,12 +14,13 @@ from .cost import Cost
 from .deployment import Deployment
 from .hardware import Hardware, bundled_hardware, load_hardware
 from .model import Options
+from .plan import plan
 from .precision import Precision
 from .serving.expert_parallel import analyze_expert_parallel
 from .serving.pipeline import analyze_pipeline
 from .serving.speculation import speculate
 
 __version__ = "0.1.0"
-__all__ = ["analyze", "sweep", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "Calibration", "ModelConfig",
+__all__ = ["analyze", "sweep", "plan", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "Calibration", "ModelConfig",
            "bundled_models", "load_model", "Cost", "Deployment", "Hardware", "bundled_hardware", "load_hardware", "Options",
            "Precision", "speculate", "analyze_pipeline", "analyze_expert_parallel", "__version__"]

@@ -1,137 +1,168 @@
 """`plan`: the cheapest deployments that serve a workload within its latency targets, and why others fail.
 
-For each candidate (hardware, tensor-parallel degree, weight format, engine), priced by the one step
-pricer (a Deployment):
-  memory   the weights and one sequence's KV (prompt + gen tokens) and workspace must fit: max batch >= 1;
-  TTFT     one request's prefill (plus the engine's per-request cost) <= the TTFT target;
-  TPOT     the largest batch B <= max batch whose decode step, at the mean context P + G/2, meets the
-           TPOT target: TPOT grows with B, so a one-dimensional bisection on the model's own step;
-  load     a replica serves 1 / (G TPOT(B) / B + TTFT) requests/s (each request's G decode slots shared
-           by B, its prefill alone); replicas = ceil(rate / that); GPUs = replicas x tp.
-Cost per million output tokens = GPUs x $/GPU-hour / (rate x G x 3600) x 1e6, at the offered load.
-Left out: queueing (percentiles need the batching simulation), prefill and decode sharing a step
-(chunked prefill), pipeline and expert parallelism as candidates.
+Every candidate (hardware x tp x pp x ep x weight format x KV format x engine x batch cap x prefill chunk)
+is priced by the one step pricer (a Deployment) in roofline.planning.search: memory, TTFT at batch 1, the
+largest batch meeting TPOT at the mean context, replicas for the rate, $ per million output tokens from a
+sourced price sheet (roofline.planning.prices). Ranked by that cost, then by the tokens/s per GPU a
+deployment could serve. With a percentile target the frontier (the cheapest few per hardware) is also
+served request by request in the continuous-batching simulation (roofline.planning.frontier), and kept
+only when the simulated percentile meets the targets. Closed forms behind the numbers: roofline.planning.forms.
 """
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from .bounds import BOUNDS
 from .config import load_model
-from .deployment import Deployment
-from .engine import load_engine
-from .evaluate import DEFAULT_PREFILL_CHUNK, evaluate, memory
-from .hardware import DATA_DIR, load_hardware
-from .model import DECODE, decode_context
+from .evaluate import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
+from .hardware import load_hardware
+from .planning.prices import PRICES, load_prices
+from .planning.search import core, engine, rows_of
 from .precision import Precision
+from .serving.batching import MAX_REQUESTS
+from .sharding import whole
+from .planning.workload import Lengths, Workload
 
-PRICES = DATA_DIR / "prices.yaml"
-
-
-@dataclass(frozen=True)
-class Workload:
-    rate: float  # requests per second
-    prompt: int  # tokens
-    gen: int  # output tokens
+__all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "GPUs", "simulated")  # the checks, in the order they run
 
 
 @dataclass(frozen=True)
 class Targets:
+    """Latency targets in seconds: means (the analytic search), or a percentile of the simulated requests."""
     ttft_s: float
     tpot_s: float
+    e2e_s: float | None = None
+    percentile: float | None = None  # e.g. 90: TTFT, TPOT and E2E targets hold for 90% of requests
+
+    def check(self) -> None:
+        if not (self.ttft_s > 0 and self.tpot_s > 0 and (self.e2e_s is None or self.e2e_s > 0)):
+            raise ValueError(f"targets: TTFT, TPOT (and E2E) must be positive seconds, got {self}")
+        if self.percentile is not None and not 0 < self.percentile < 100:
+            raise ValueError(f"targets: percentile must be in (0, 100), e.g. 90, got {self.percentile!r}")
 
 
-def load_prices(path: str | Path | None = None) -> dict[str, float]:
-    path = Path(path) if path else PRICES
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"prices {str(path)!r}: cannot read YAML ({err})") from None
-    if not isinstance(raw, dict):
-        raise ValueError(f"prices {str(path)!r}: expected hardware id -> {{usd_per_gpu_hour: ...}}")
-    out = {}
-    for hw, entry in raw.items():
-        value = entry.get("usd_per_gpu_hour") if isinstance(entry, dict) else entry
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise ValueError(f"prices {str(path)!r}: {hw}.usd_per_gpu_hour must be a positive number, got {value!r}")
-        out[str(hw)] = float(value)
-    return out
+def _axis(values) -> tuple:
+    return tuple(values) if isinstance(values, (tuple, list)) else (values,)
 
 
-def largest_batch(d: Deployment, context: float, tpot_s: float, max_batch: int) -> tuple[int, float]:
-    """(largest B <= max_batch with TPOT(B) <= tpot_s, its TPOT); (0, TPOT(1)) when even B = 1 misses."""
-    def tpot(b):
-        return float(d.step(DECODE, float(b), decode_context(context)).total_s)
-    if tpot(1) > tpot_s:
-        return 0, tpot(1)
-    if tpot(max_batch) <= tpot_s:
-        return max_batch, tpot(max_batch)
-    lo, hi = 1, max_batch  # tpot(lo) meets the target, tpot(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if tpot(mid) <= tpot_s else (lo, mid)
-    return lo, tpot(lo)
-
-
-def candidate(model, hw_id: str, tp: int, weights: str, engine_name: str, work: Workload, targets: Targets,
-              price: float | None, prefill_chunk) -> dict:
-    row = {"hardware": hw_id, "tp": tp, "weights": weights, "engine": engine_name}
-    if price is None:
-        return {**row, "feasible": False, "rejected": f"price: no $/GPU-hour for {hw_id} (add it with --prices)"}
-    try:
-        d = Deployment(model, load_hardware(hw_id), Precision(weights=weights), tp=tp, engine=load_engine(engine_name))
-    except ValueError as err:
-        return {**row, "feasible": False, "rejected": f"layout: {err}"}
-    mem = memory(d, 1.0, float(work.prompt), float(work.gen), prefill_chunk)
-    max_batch = int(np.ravel(mem["max_batch"])[0])
-    if max_batch < 1:
-        return {**row, "feasible": False, "rejected": "memory: the weights and one sequence do not fit on a GPU"}
-    ttft = float(evaluate(d, 1.0, float(work.prompt), float(work.gen), e2e=False, prefill_chunk=prefill_chunk)["ttft_s"])
-    if ttft > targets.ttft_s:
-        return {**row, "feasible": False, "ttft_s": ttft,
-                "rejected": f"TTFT: {ttft * 1e3:.1f} ms at batch 1 > {targets.ttft_s * 1e3:g} ms"}
-    batch, tpot = largest_batch(d, work.prompt + work.gen / 2, targets.tpot_s, max_batch)
-    if batch == 0:
-        return {**row, "feasible": False, "ttft_s": ttft, "tpot_s": tpot,
-                "rejected": f"TPOT: {tpot * 1e3:.2f} ms at batch 1 > {targets.tpot_s * 1e3:g} ms"}
-    per_replica = 1 / (work.gen * tpot / batch + ttft)  # requests/s
-    replicas = math.ceil(work.rate / per_replica)
-    gpus = replicas * tp
-    step = d.step(DECODE, float(batch), decode_context(work.prompt + work.gen / 2))
-    tokens_per_s = work.rate * work.gen
-    return {**row, "feasible": True, "rejected": "", "batch": batch, "max_batch": max_batch, "ttft_s": ttft,
-            "tpot_s": tpot, "replicas": replicas, "gpus": gpus, "usd_per_hour": gpus * price,
-            "usd_per_million_tokens": gpus * price / (tokens_per_s * 3600) * 1e6,
-            "tokens_per_s_per_gpu": tokens_per_s / gpus,
-            "capacity_tokens_per_s_per_gpu": per_replica * replicas * work.gen / gpus,  # what it could serve
-            "decode_bound": BOUNDS[int(np.ravel(step.bound)[0])],
-            "ttft_headroom": 1 - ttft / targets.ttft_s, "tpot_headroom": 1 - tpot / targets.tpot_s}
-
-
-def plan(model, work: Workload, targets: Targets, hardware=("h100-sxm", "a100-80gb"), tp=(1, 2, 4, 8),
+def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8),
          weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
-         prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> pd.DataFrame:
+         prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
+         max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
+         progress=None) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
-    it could serve (its headroom for more load);
-    the others with the reason they fail (memory, TTFT, TPOT, layout, price)."""
-    if not (work.rate > 0 and work.prompt >= 1 and work.gen >= 1):
-        raise ValueError(f"workload: rate > 0, prompt >= 1 and gen >= 1 are needed, got {work}")
-    if not (targets.ttft_s > 0 and targets.tpot_s > 0):
-        raise ValueError(f"targets: TTFT and TPOT must be positive seconds, got {targets}")
+    it could serve (its headroom for more load); the others with the reason they fail (layout, price,
+    memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
+    device the price sheet prices; prefill_chunk and max_batch may be lists (axes). With targets.percentile
+    the cheapest `frontier` per hardware that pass the simulation (of `requests` requests, progress(done,
+    total) called as it goes) are kept, and the ones it rejects say so."""
+    work.check()
+    targets.check()
     config = load_model(model)
     prices = load_prices() if prices is None else prices
-    rows = [candidate(config, h, t, w, e, work, targets, prices.get(h), prefill_chunk)
-            for h, t, w, e in itertools.product(hardware, tp, weights, engines)]
-    frame = pd.DataFrame(rows)
-    if "usd_per_million_tokens" not in frame:
-        frame["usd_per_million_tokens"] = np.nan
-        frame["capacity_tokens_per_s_per_gpu"] = np.nan
+    hardware = tuple(prices) if hardware is None else _axis(hardware)
+    chunks, caps = _axis(prefill_chunk), _axis(max_batch)
+    _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
+                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus)
+    devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
+    for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
+        h = hw.id
+        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
+        c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
+                 h in prices)
+        rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
+    frame = rank(pd.DataFrame(rows))
+    if targets.percentile is not None:
+        from .planning.frontier import check_frontier
+        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests,
+                                    seed, progress))
+    return frame
+
+
+def _check_axes(axes: dict, requests, max_gpus) -> None:
+    """Each axis non-empty and each value valid on its own, so that a rejection is about a deployment, not a typo."""
+    for name, values in axes.items():
+        if len(values) == 0:
+            raise ValueError(f"{name}: give at least one candidate")
+    for e in axes["engines"]:
+        engine(e)
+    for w, k in itertools.product(axes["weights"], axes["kv"]):
+        Precision(weights=w, kv=k)
+    for name in ("tp", "pp", "ep"):
+        for v in axes[name]:
+            whole(name, v)
+    for cap in axes["max_batch"]:
+        if cap is not None and not (isinstance(cap, (int, np.integer)) and cap >= 1):
+            raise ValueError(f"max_batch: a cap must be a whole number >= 1 (None: memory's), got {cap!r}")
+    for chunk in axes["prefill_chunk"]:
+        check_prefill_chunk(chunk)
+    if max_gpus is not None and not (isinstance(max_gpus, (int, np.integer)) and max_gpus >= 1):
+        raise ValueError(f"max_gpus: a whole number >= 1 (None: no limit), got {max_gpus!r}")
+    if not (isinstance(requests, (int, np.integer)) and 1 <= requests <= MAX_REQUESTS):
+        raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
+
+
+def rank(frame: pd.DataFrame) -> pd.DataFrame:
+    for column in ("usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"):
+        if column not in frame:
+            frame[column] = np.nan
     return frame.sort_values(["feasible", "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"],
-                             ascending=[False, True, False], na_position="last").reset_index(drop=True)
+                             ascending=[False, True, False], na_position="last", kind="stable").reset_index(drop=True)
+
+
+def pareto(frame: pd.DataFrame) -> pd.Series:
+    """Whether each row is feasible and on the frontier of cost per million tokens against TPOT: no other
+    feasible deployment is at least as cheap and as fast and strictly better in one."""
+    kept = frame[frame["feasible"]].sort_values(["tpot_s", "usd_per_million_tokens"])
+    best, best_tpot, front = np.inf, np.nan, []
+    for index, tpot, cost in zip(kept.index, kept["tpot_s"], kept["usd_per_million_tokens"]):
+        if cost < best or (cost == best and tpot == best_tpot):  # equal points dominate neither
+            best, best_tpot = cost, tpot
+            front.append(index)
+    return frame.index.isin(front)
+
+
+def _config(row) -> str:
+    split = "".join(f" {k}={int(row[k])}" for k in ("tp", "pp", "ep") if k in row and row[k] > 1) or " tp=1"
+    return f"{row['hardware']}{split} {row['weights']}/{row.get('kv', 'bf16')} {row['engine']}"
+
+
+def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> str:
+    """One sentence: the best deployment, or why nothing is feasible, from the check the closest candidates failed."""
+    if frame["feasible"].any():
+        best = frame.iloc[0]
+        return (f"Cheapest: {int(best['gpus'])} x {_config(best)} at batch {int(best['batch'])} "
+                f"(${best['usd_per_million_tokens']:.3g} per million output tokens).")
+    reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]
+    furthest = max(reasons, key=STAGES.index)
+    hit = frame[reasons == furthest]
+    if furthest == "layout":
+        return f"No candidate is a valid layout for {model}: {hit.iloc[0]['rejected'].split(': ', 1)[1]}."
+    if furthest == "price":
+        return f"No candidate hardware has a price: add {', '.join(sorted(set(hit['hardware'])))} to the price sheet."
+    if furthest == "memory":
+        row = hit.loc[hit["memory_bytes_batch1"].idxmin()]
+        return (f"{model} fits no candidate: even {_config(row)} needs {row['memory_bytes_batch1'] / 1e9:.0f} GB "
+                f"per GPU at batch 1, against {row['rejected'].split('> ')[-1]}; use more GPUs (tp, pp) or narrower "
+                "weights.")
+    if furthest == "TTFT":
+        row = hit.loc[hit["ttft_s"].idxmin()]
+        return (f"No candidate meets TTFT {targets.ttft_s * 1e3:g} ms: the fastest prefill, {_config(row)}, takes "
+                f"{row['ttft_s'] * 1e3:.1f} ms for one prompt.")
+    if furthest == "TPOT":
+        row = hit.loc[hit["tpot_s"].idxmin()]
+        return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms: the fastest decode step, {_config(row)} at "
+                f"batch 1, takes {row['tpot_s'] * 1e3:.2f} ms.")
+    if furthest == "E2E":
+        row = hit.loc[hit["e2e_s"].idxmin()]
+        return (f"No candidate meets E2E {targets.e2e_s:g} s: the fastest, {_config(row)}, takes "
+                f"{row['e2e_s']:.2f} s per request.")
+    if furthest == "GPUs":
+        row = hit.loc[hit["gpus"].idxmin()]
+        return (f"No candidate serves the rate within the GPU limit: the fewest needed, {_config(row)}, is "
+                f"{int(row['gpus'])} GPUs ({row['rejected'].split('> ')[-1]} allowed).")
+    return f"No candidate meets the p{targets.percentile:g} targets in simulation: {hit.iloc[0]['rejected']}."

@@ -415,12 +415,26 @@ def test_an_engine_gives_its_estimate_with_the_ideal_bound_and_the_gap_by_term()
     assert fmt_seconds(expected_metrics["ideal_tpot_s"]) in note and "launch +" in note
 
 
-def test_the_plan_page_ranks_what_the_library_ranks():
-    from roofline.plan import Targets, Workload, plan
+def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontier():
+    from roofline.plan import Targets, Workload, load_prices, pareto, plan
     at = start()
     at.radio(key="page").set_value("Plan").run()
     clean(at)
-    expected_frame = plan(load_model("llama-2-13b"), Workload(10.0, 1024, 128), Targets(0.5, 0.05))
+    expected_frame = plan(load_model("llama-2-13b"), Workload(10.0, 1024, 128), Targets(0.5, 0.05),
+                          tuple(sorted(load_prices())))
     best = expected_frame[expected_frame["feasible"]].iloc[0]
     shown_frame = at.dataframe[0].value
     assert shown_frame["usd_per_million_tokens"].iloc[0] == pytest.approx(best["usd_per_million_tokens"])
+    assert shown_frame["pareto"].sum() == pareto(expected_frame).sum() >= 1
+    assert any(m.value.startswith("Cheapest:") for m in at.markdown)
+    [chart] = at.get("vega_lite_chart")
+    spec = json.loads(chart.proto.spec)
+    [points, front] = spec["layer"]
+    assert points["encoding"]["color"]["field"] == "hardware"  # cost against TPOT, coloured by hardware
+    assert {"configuration", "batch", "gpus"} <= {t["field"] for t in points["encoding"]["tooltip"]}
+    assert front["mark"]["type"] == "line"
+    assert any(r"\left\lfloor" in latex.value for latex in at.latex)  # the largest batch within TPOT, in letters
+    at.radio(key="plan_percentile").set_value("p90").run()
+    clean(at)
+    shown = at.dataframe[0].value
+    assert "sim_ttft_s" in shown and (shown["sim_ttft_s"].dropna() <= 0.5).all()

@@ -1,15 +1,24 @@
-"""`roofline plan`: the cheapest deployments that meet TTFT and TPOT targets at a request rate."""
+"""`roofline plan`: the cheapest deployments that meet TTFT and TPOT targets at a request rate.
+
+Exit status: 0 when some candidate is feasible, 1 when none is (the one-sentence reason is printed, like
+grep's "no match"), 2 for bad input.
+"""
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import sys
+from pathlib import Path
 
-from ..plan import Targets, Workload, load_prices, plan
-from .analyze import add_prefill_chunk, prefill_chunk
+import sympy as sp
 
-SHOWN = ("hardware", "tp", "weights", "engine", "batch", "replicas", "gpus", "usd_per_million_tokens",
-         "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound")
+from ..plan import Targets, Workload, load_prices, plan, verdict
+from ..planning.workload import parse_lengths
+from .analyze import prefill_chunk
+
+SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
+         "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound")
 
 
 def _list(text: str, flag: str, kind=str) -> tuple:
@@ -32,48 +41,130 @@ def _positive(text, flag: str, kind=float):
     return value
 
 
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read ({err.strerror}); give a CSV of token lengths") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = ("exit status: 0 when some candidate meets the targets, 1 when none does (the reason in one "
+                     "sentence), 2 for bad input")
+    lengths = "N, fixed:N, exp:MEAN (exponential) or csv:FILE[:COLUMN]; the search uses the mean"
     parser.add_argument("--model", default="llama-3-8b", help="bundled name or a config.json path")
     parser.add_argument("--rate", default="10", help="requests per second (default %(default)s)")
-    parser.add_argument("--prompt", default="1024", help="prompt tokens per request (default %(default)s)")
-    parser.add_argument("--gen", default="256", help="output tokens per request (default %(default)s)")
+    parser.add_argument("--prompt", default="1024", help=f"prompt tokens per request: {lengths} (default %(default)s)")
+    parser.add_argument("--gen", default="256", help=f"output tokens per request: {lengths} (default %(default)s)")
     parser.add_argument("--ttft", default="0.5", help="TTFT target, seconds (default %(default)s)")
     parser.add_argument("--tpot", default="0.05", help="TPOT target, seconds (default %(default)s)")
-    parser.add_argument("--hardware", default="h100-sxm,a100-80gb", help="candidate devices (default %(default)s)")
+    parser.add_argument("--e2e", help="end-to-end latency target per request, seconds (default: none)")
+    parser.add_argument("--percentile", "--slo-percentile", dest="percentile",
+                        help="targets hold for this percentile of requests (e.g. 90 or p90): the frontier is simulated")
+    parser.add_argument("--hardware", help="candidate devices (default: every device in the price sheet)")
     parser.add_argument("--tp", default="1,2,4,8", help="candidate tensor-parallel degrees (default %(default)s)")
+    parser.add_argument("--pp", default="1", help="candidate pipeline stages (default %(default)s)")
+    parser.add_argument("--ep", default="1", help="candidate expert-parallel degrees, MoE only (default %(default)s)")
     parser.add_argument("--weights", default="bf16,fp8,int8,int4", help="candidate weight formats (default %(default)s)")
+    parser.add_argument("--kv", default="bf16", help="candidate KV-cache formats (default %(default)s)")
     parser.add_argument("--engine", default="ideal", help="candidate engines, data/engines names or YAML paths")
+    parser.add_argument("--max-batch", default="none", help="candidate batch caps, 'none' for memory's (default %(default)s)")
+    parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
+                        help="candidate prefill chunks (tokens; 'all' for none), which size the workspace (default %(default)s)")
+    parser.add_argument("--max-gpus", help="at most this many GPUs in all (default: no limit)")
     parser.add_argument("--prices", help="$/GPU-hour YAML (default data/prices.yaml, each price with its source)")
-    add_prefill_chunk(parser)
+    parser.add_argument("--frontier", default="2", help="with --percentile: deployments kept per hardware (default %(default)s)")
+    parser.add_argument("--requests", default="400", help="with --percentile: requests simulated per candidate")
     parser.add_argument("--top", default="10", help="feasible deployments shown (default %(default)s)")
+    parser.add_argument("--explain", action="store_true",
+                        help="show the closed forms: the largest batch within TPOT and the TP break-even")
     parser.add_argument("--json", action="store_true", help="every candidate as JSON, rejected ones with the reason")
 
 
+def _percentile(text) -> float | None:
+    if text is None:
+        return None
+    value = _positive(str(text).lower().lstrip("p"), "--percentile")
+    if value >= 100:
+        raise ValueError(f"--percentile: expected a percentile below 100 such as 90 or p90, got {text!r}")
+    return value
+
+
+def _progress_bar():
+    """A bar on a terminal's stderr for the frontier's simulations; none when stderr is not a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def draw(done: int, total: int) -> None:
+        filled = 24 * done // max(total, 1)
+        sys.stderr.write(f"\rsimulate frontier [{'#' * filled}{'.' * (24 - filled)}] {done}/{total} requests")
+        sys.stderr.write("\n" if done >= total else "")
+        sys.stderr.flush()
+    return draw
+
+
+def _equation(expr) -> str:
+    return f"{sp.sstr(expr.lhs)} = {sp.sstr(expr.rhs)}" if isinstance(expr, sp.Eq) else sp.sstr(expr)
+
+
+def explain_lines(found) -> list[str]:
+    lines = ["closed forms (roofline.planning.forms), for the cheapest deployment of each hardware:"]
+    for row, batch, tp in found:
+        given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
+        lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: runs at batch "
+                  f"{int(row['batch'])} ({row['binding']} binds)",
+                  f"    largest batch within TPOT  {_equation(batch.expression)} = {batch.value:g}",
+                  f"      with {given}" + (f"; {batch.note}" if batch.note else ""),
+                  f"    TP break-even             {_equation(tp.expression)} = {tp.value:.3g}",
+                  f"      (past it a split saves more memory time than its all-reduces cost; {tp.note})"]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    """The cheapest deployments (hardware, tp, weights, engine) that meet TTFT and TPOT at a request rate."""
-    work = Workload(_positive(args.rate, "--rate"), _positive(args.prompt, "--prompt", int),
-                    _positive(args.gen, "--gen", int))
-    targets = Targets(_positive(args.ttft, "--ttft"), _positive(args.tpot, "--tpot"))
-    frame = plan(args.model, work, targets, _list(args.hardware, "--hardware"), _list(args.tp, "--tp", int),
-                 _list(args.weights, "--weights"), _list(args.engine, "--engine"),
-                 load_prices(args.prices), prefill_chunk(args.prefill_chunk))
+    """The cheapest deployments (hardware, tp, pp, weights, KV, engine) that meet TTFT and TPOT at a request rate."""
+    work = Workload(_positive(args.rate, "--rate"), parse_lengths(args.prompt, "--prompt", _read),
+                    parse_lengths(args.gen, "--gen", _read))
+    targets = Targets(_positive(args.ttft, "--ttft"), _positive(args.tpot, "--tpot"),
+                      None if args.e2e is None else _positive(args.e2e, "--e2e"), _percentile(args.percentile))
+    caps = tuple(None if v.lower() == "none" else _positive(v, "--max-batch", int) for v in _list(args.max_batch, "--max-batch"))
+    chunks = tuple(prefill_chunk(v) for v in _list(args.prefill_chunk, "--prefill-chunk"))
+    prices = load_prices(args.prices)
+    hardware = tuple(prices) if args.hardware is None else _list(args.hardware, "--hardware")
+    frame = plan(args.model, work, targets, hardware, _list(args.tp, "--tp", int),
+                 _list(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
+                 pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_list(args.kv, "--kv"),
+                 max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
+                 frontier=_positive(args.frontier, "--frontier", int),
+                 requests=_positive(args.requests, "--requests", int),
+                 progress=None if targets.percentile is None else _progress_bar())
+    status = 0 if frame["feasible"].any() else 1
     if args.json:
         records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
                    for row in frame.to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
-        return 0
+        return status
+    percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
+    print(f"{args.model}: {work.rate:g} requests/s, prompt {work.prompt}, gen {work.gen} (the search uses the means); "
+          f"targets TTFT {targets.ttft_s * 1e3:g} ms, TPOT {targets.tpot_s * 1e3:g} ms"
+          + ("" if targets.e2e_s is None else f", E2E {targets.e2e_s:g} s") + percentile
+          + f"; {len(frame)} candidates ranked by $ per million output tokens")
+    print(verdict(frame, targets, args.model))
     feasible = frame[frame["feasible"]].head(_positive(args.top, "--top", int))
-    print(f"{args.model}: {work.rate:g} requests/s, prompt {work.prompt}, gen {work.gen}; targets TTFT "
-          f"{targets.ttft_s * 1e3:g} ms, TPOT {targets.tpot_s * 1e3:g} ms; ranked by $ per million output tokens")
-    if feasible.empty:
-        print("no candidate meets the targets")
-    else:
-        print(feasible[list(SHOWN)].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if not feasible.empty:
+        shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
+        table = feasible[shown].astype({c: "Int64" for c in ("batch", "replicas", "gpus")})
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     rejected = frame.loc[~frame["feasible"], "rejected"].str.split(":").str[0].value_counts()
     if len(rejected):
         print("rejected: " + ", ".join(f"{n} by {reason}" for reason, n in rejected.items())
               + " (--json lists each with its numbers)")
-    return 0
+    if args.explain and not feasible.empty:
+        from ..config import load_model
+        from ..planning.forms import explain
+        from ..hardware import load_hardware
+        devices = {d.id: d for d in map(load_hardware, hardware)}
+        print("\n".join(explain_lines(explain(frame, load_model(args.model), work, targets, devices=devices))))
+    return status
 
 
 COMMANDS = [("plan", add_arguments, run)]

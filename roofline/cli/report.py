@@ -65,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="reports", help="output directory (created if missing)")
     parser.add_argument("--format", default="md,html", help="md, html or both (CSV, JSON and PNGs are always written)")
     parser.add_argument("--no-plots", action="store_true", help="skip the figures (faster; the HTML has no images)")
+    parser.add_argument("--rate", help="requests/s: with --ttft and --tpot, adds a plan section (roofline plan)")
+    parser.add_argument("--ttft", help="TTFT target, seconds, for the plan section")
+    parser.add_argument("--tpot", help="TPOT target, seconds, for the plan section")
+    parser.add_argument("--e2e", help="end-to-end target per request, seconds, for the plan section (optional)")
 
 
 def _reference(document: dict, path: Path) -> Hardware | None:
@@ -169,6 +173,26 @@ def _progress(done: int, total: int, label: str) -> None:
     sys.stderr.flush()
 
 
+def _slo(args: argparse.Namespace) -> dict | None:
+    """The plan section's targets: none, or --rate, --ttft and --tpot together (and --e2e if given)."""
+    given = {k: getattr(args, k) for k in ("rate", "ttft", "tpot", "e2e") if getattr(args, k) is not None}
+    if not given:
+        return None
+    missing = [f"--{k}" for k in ("rate", "ttft", "tpot") if k not in given]
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: the plan section needs --rate, --ttft and --tpot together")
+    out = {}
+    for key, name in (("rate", "rate"), ("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s")):
+        if key in given:
+            try:
+                out[name] = float(given[key])
+            except ValueError:
+                out[name] = -1.0
+            if not out[name] > 0:
+                raise ValueError(f"--{key}: expected a positive number, got {given[key]!r}")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     """Write the study of a model on one or more devices (Markdown, HTML, CSV, JSON, PNG)."""
     hardware = [h for item in (args.hardware or list(DEFAULTS["hardware"])) for h in _list(item, "hardware")]
@@ -186,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"no such file {path!r}")
     validation = find_validation(hardware, args.calibration, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
-                        plots=not args.no_plots, progress=_progress, engine=args.engine)
+                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -20,6 +20,7 @@ import sympy as sp
 from ..api import METRIC_DEFINITIONS
 from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from .report import ACCEPTANCE, NAPKIN_SHOWN, Study, figure_name, napkin_columns
+from .report_plan import plan_blocks, plan_json
 
 EXTRA_DEFINITIONS = {
     "napkin_fits": "whether the lecture's napkin memory fits in the device's memory",
@@ -294,7 +295,8 @@ def document(study: Study, generated: str = "") -> list:
                        f"{study.inputs['gen']} generated tokens, with {study.precision.weights} weights and "
                        f"{study.precision.kv} KV cache.")))
     return (head + _provenance(study) + _derivation_blocks(study) + _tables_blocks(study) + _plot_blocks(study)
-            + _crossover_blocks(study) + _whatif_blocks(study) + _validation_blocks(study) + _achievable_blocks(study))
+            + _crossover_blocks(study) + _whatif_blocks(study) + _validation_blocks(study) + _achievable_blocks(study)
+            + plan_blocks(study.plan, 9 if _achievable_blocks(study) else 8))
 
 
 def _latex(expr) -> str:
@@ -427,5 +429,6 @@ def results_json(study: Study) -> str:
             "derivation": [{"title": t, "expression": str(e), "latex": _latex(e), "limit": str(lim)}
                            for t, e, lim in study.derivation],
             "model_terms": study.terms.map(str),
-            "devices": devices, "figures": sorted(study.figures)}
+            "devices": devices, "figures": sorted(study.figures),
+            **({"plan": plan_json(study.plan)} if study.plan is not None else {})}
     return json.dumps(_plain(data), sort_keys=True, indent=1, allow_nan=False) + "\n"

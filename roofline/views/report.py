@@ -84,14 +84,16 @@ class Study:
     terms: pd.DataFrame  # model_terms: one layer's MLP and attention in B and S
     devices: tuple
     figures: dict = field(default_factory=dict, repr=False)  # file name -> PNG bytes
+    plan: object = None  # report_plan.PlanSection when latency targets are given
 
 
 def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS["hardware"],
                 batch=DEFAULTS["batch"], prompt: int = DEFAULTS["prompt"], gen: int = DEFAULTS["gen"],
                 weights: str = "bf16", kv: str = "bf16", validation: dict | None = None, plots: bool = True,
-                progress=None, engine: str | None = None) -> Study:
+                progress=None, engine: str | None = None, slo: dict | None = None) -> Study:
     """The whole study; validation maps a hardware id to the ValidationInput shown in its section 7;
-    engine (data/engines name or YAML) adds section 8, its achievable times beside the ideal bound.
+    engine (data/engines name or YAML) adds section 8, its achievable times beside the ideal bound;
+    slo (rate, ttft_s, tpot_s and optionally e2e_s) adds the plan section (roofline.views.report_plan).
 
     progress(done, total, label) is called between steps (the CLI draws a bar with it).
     """
@@ -128,6 +130,9 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
     starting("derivation")
     derivation = _derivation(config, devices, precision)
     study = Study(inputs, config, precision, _software(), derivation, model_terms(config, precision), tuple(results))
+    if slo:
+        from .report_plan import plan_section
+        study = replace(study, plan=plan_section(config, devices, precision, inputs, **slo))
     if plots:
         starting("plots")
         study = replace(study, figures=_figures(study))

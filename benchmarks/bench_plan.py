@@ -1,0 +1,108 @@
+"""Speed of `roofline.plan`: a search over ~10^4 candidates, no simulation, against the issue-13 target of 1 s.
+
+The space: 3 priced devices x tp 1,2,4,8 x pp 1,2,4 x 4 weight formats x 2 KV formats x 3 engines x 6 batch
+caps x 2 prefill chunks = 10,368 candidates of Llama-3.1-70B (864 Deployments; the caps and chunks only clip
+what a Deployment answers). The ratio is against the first version's scalar path (a Deployment, memory,
+TTFT and a bisection of scalar decode steps per candidate, every candidate on its own), timed on a sample
+and scaled to the same count. Medians of several runs: the machine is shared, so the plan is also given in
+units of one scalar decode step of the same model timed in the same run (the pricer's own unit of work).
+Run: python benchmarks/bench_plan.py [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+
+import numpy as np
+
+from roofline.config import load_model
+from roofline.deployment import Deployment
+from roofline.evaluate import evaluate, memory
+from roofline.hardware import load_hardware
+from roofline.model import DECODE, decode_context
+from roofline.plan import Targets, Workload, plan
+from roofline.planning.search import engine
+from roofline.precision import Precision
+
+SPACE = dict(hardware=("h100-sxm", "h200", "a100-80gb"), tp=(1, 2, 4, 8), pp=(1, 2, 4),
+             weights=("bf16", "fp8", "int8", "int4"), kv=("bf16", "fp8"),
+             engines=("ideal", "tensorrt-llm", "gpt-fast"), max_batch=(None, 32, 64, 128, 256, 512),
+             prefill_chunk=(2048, 8192))
+WORK, TARGETS = Workload(rate=10, prompt=1024, gen=256), Targets(ttft_s=0.5, tpot_s=0.05)
+
+
+def scalar_candidate(config, hw, tp, pp, weights, kv, eng, cap, chunk):
+    """The first version's path for one candidate: scalar steps, a bisection for the batch."""
+    try:
+        d = Deployment(config, load_hardware(hw), Precision(weights=weights, kv=kv), tp=tp, pp=pp, engine=engine(eng))
+    except ValueError:
+        return None
+    fit = int(np.ravel(memory(d, 1.0, 1024.0, 256.0, chunk)["max_batch"])[0])
+    limit = fit if cap is None else min(fit, cap)
+    if limit < 1 or float(evaluate(d, 1.0, 1024.0, 256.0, e2e=False, prefill_chunk=chunk)["ttft_s"]) > TARGETS.ttft_s:
+        return 0
+
+    def tpot(b):
+        return float(d.step(DECODE, float(b), decode_context(1024 + 128)).total_s)
+    if tpot(1) > TARGETS.tpot_s:
+        return 0
+    if tpot(limit) <= TARGETS.tpot_s:
+        return limit
+    lo, hi = 1, limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tpot(mid) <= TARGETS.tpot_s else (lo, mid)
+    return lo
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    config = load_model("llama-3.1-70b")
+    start = time.perf_counter()
+    frame = plan(config, WORK, TARGETS, **SPACE)
+    cold = time.perf_counter() - start
+    samples = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        plan(config, WORK, TARGETS, **SPACE)
+        samples.append(time.perf_counter() - start)
+    axes = [SPACE[k] for k in ("hardware", "tp", "pp", "weights", "kv", "engines", "max_batch", "prefill_chunk")]
+    every = list(itertools.product(*axes))
+    sample = [c for c in every if c[2] == 1][::17][:200]  # the first version had no pp: its candidates only
+    start = time.perf_counter()
+    batches = [scalar_candidate(config, *c) for c in sample]
+    scalar = (time.perf_counter() - start) / len(sample) * len(every)
+    ours = {}
+    for row in frame.itertuples():
+        cap = None if row.max_batch_cap != row.max_batch_cap else int(row.max_batch_cap)
+        key = (row.hardware, row.tp, row.pp, row.weights, row.kv, row.engine, cap, row.prefill_chunk)
+        ours[key] = int(row.batch) if row.feasible else (None if row.rejected.startswith("layout") else 0)
+    agree = sum(ours[c] == b for c, b in zip(sample, batches))
+    d = Deployment(config, load_hardware("h100-sxm"), tp=4)
+    steps = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(200):
+            d.step(DECODE, 1.0, 1153.0)
+        steps.append((time.perf_counter() - start) / 200)
+    step = statistics.median(steps)
+    results = {"candidates": len(frame), "deployments": len(frame) // 12, "feasible": int(frame["feasible"].sum()),
+               "plan_cold_s": cold, "plan_warm_median_s": statistics.median(samples),
+               "scalar_path_scaled_s": scalar, "speedup": scalar / statistics.median(samples),
+               "sample_batches_agree": f"{agree}/{len(sample)}", "target_s": 1.0,
+               "one_scalar_step_s": step, "plan_in_scalar_steps": statistics.median(samples) / step}
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        for key, value in results.items():
+            print(f"{key:>24}: {value:.3g}" if isinstance(value, float) else f"{key:>24}: {value}")
+
+
+if __name__ == "__main__":
+    main()

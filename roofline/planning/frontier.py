@@ -1,0 +1,88 @@
+"""The percentile check of `plan`'s frontier: the cheapest candidates per hardware served request by request.
+
+Each replica gets rate / replicas of Poisson arrivals with the workload's length distributions, served by
+roofline.serving.batching.simulate_continuous at the candidate's batch (its TPOT-meeting batch as the cap),
+its KV budget (the search's: max batch sequences of the mean length, for any tp, pp, ep) and its prefill chunk. A candidate is
+kept when the simulated percentile of TTFT, TPOT (and E2E) meets the targets. A replica that falls behind its
+arrivals fails on TTFT: its queue grows over the run. (Result.overloaded, served over the whole makespan,
+is not used: with a few hundred requests the drain of the longest outputs dominates it.) Only the frontier
+is simulated: each hardware's feasible candidates cheapest first until `keep` pass (at most 3 x keep
+tried); the rest keep their analytic verdict (simulated = False).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..deployment import Deployment
+from ..precision import Precision
+from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
+from .search import engine
+
+BLOCK = 16  # KV tokens per page, vLLM's default
+
+
+def requests_for(work, rate: float, n: int, seed: int) -> Requests:
+    from .workload import Lengths
+    rng = np.random.default_rng(seed)
+    arrivals = np.cumsum(rng.exponential(1 / rate, n))
+    return Requests(arrivals, Lengths.of(work.prompt).draw(rng, n), Lengths.of(work.gen).draw(rng, n))
+
+
+def simulate_row(config, hw, row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
+    """Simulated percentiles of one replica of a candidate (on `hw`) at its share of the rate."""
+    d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
+                   tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
+    chunk = None if pd.isna(row["prefill_chunk"]) else int(row["prefill_chunk"])
+    capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
+    reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
+    try:
+        result = simulate_continuous(reqs, StepCost(d), int(row["batch"]), capacity, BLOCK, chunk, progress)
+    except ValueError as err:  # a sampled request longer than the KV budget
+        return {"sim_error": str(err)}
+    out = {"sim_error": ""}
+    for key, values in (("ttft", result.ttft_s), ("tpot", result.tpot_s), ("e2e", result.e2e_s)):
+        finite = values[np.isfinite(values)]
+        out[key] = float(np.percentile(finite, percentile)) if finite.size else float("nan")
+    return out
+
+
+def judge(sim: dict, targets) -> str:
+    """'' when the simulated percentile meets every target, else the first it misses, in one clause."""
+    p = int(targets.percentile) if float(targets.percentile).is_integer() else targets.percentile
+    if sim["sim_error"]:
+        return f"simulated: {sim['sim_error']}"
+    checks = [("TTFT", "ttft", targets.ttft_s), ("TPOT", "tpot", targets.tpot_s), ("E2E", "e2e", targets.e2e_s)]
+    for label, key, target in checks:
+        value = sim[key]
+        if target is not None and value > target:
+            return f"simulated: {label} p{p} {value * 1e3:.1f} ms > {target * 1e3:g} ms"
+    return ""
+
+
+def check_frontier(frame: pd.DataFrame, config, devices: dict, work, targets, keep: int, requests: int, seed: int,
+                   progress=None) -> pd.DataFrame:
+    frame = frame.copy()
+    for column in ("simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"):
+        frame[column] = False if column == "simulated" else np.nan
+    queue = []
+    for _, group in frame[frame["feasible"]].groupby("hardware", sort=False):
+        queue += list(group.index[: 3 * keep])
+    done_rows, kept = 0, {}
+    for index in queue:
+        row = frame.loc[index]
+        if kept.get(row["hardware"], 0) >= keep:
+            continue
+        tick = None if progress is None else (lambda d, n, base=done_rows: progress(base + d, len(queue) * requests))
+        sim = simulate_row(config, devices[row["hardware"]], row, work, targets.percentile, requests, seed, tick)
+        done_rows += requests
+        frame.loc[index, ["simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"]] = [
+            True, *(sim.get(k, np.nan) for k in ("ttft", "tpot", "e2e"))]
+        reason = judge(sim, targets)
+        if reason:
+            frame.loc[index, ["feasible", "rejected"]] = [False, reason]
+        else:
+            kept[row["hardware"]] = kept.get(row["hardware"], 0) + 1
+    if progress is not None:
+        progress(len(queue) * requests, len(queue) * requests)
+    return frame

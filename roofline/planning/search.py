@@ -1,0 +1,182 @@
+"""Every candidate deployment of a workload, priced through the one step pricer, with whole grids at a time.
+
+A candidate is (hardware, tp, pp, ep, weight and KV formats, engine) x (batch cap, prefill chunk). The
+first part is a Deployment; for it the search asks the Deployment for
+  memory   the largest batch that fits one GPU (weights, KV of the mean sequence, one prefill chunk's
+           workspace; under pp the fullest stage, under ep one GPU's share): evaluate.memory's model;
+  TTFT     one request's prefill step plus the engine's per-request cost (under ep, one request per GPU);
+  TPOT     the decode step at the mean context P + G/2 at every batch that fits, in one call (past
+           WHOLE_GRID, a geometric grid, then every batch in the bracket where the target is crossed):
+           TPOT grows with B, so the largest B meeting it is exact; a batch cap or a smaller memory limit clips it.
+Load: a replica serves 1 / (G TPOT(B) / B + TTFT) requests/s (each request's G decode slots shared by B,
+its prefill alone); replicas = ceil(rate / that); GPUs = replicas x tp x pp x ep.
+Cost per million output tokens = GPUs x $/GPU-hour / (rate x G x 3600) x 1e6, at the offered load.
+Left out: queueing (roofline.planning.frontier simulates it for the percentiles), prefill sharing a step
+with decode, pipeline micro-batches (a pipeline runs one batch through its stages: TPOT is their sum).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ..bounds import BOUNDS
+from ..deployment import Deployment
+from ..engine import load_engine
+from ..evaluate import memory, workspace
+from ..model import DECODE, PREFILL, decode_context
+from ..precision import Precision
+
+WHOLE_GRID = 2048  # up to this many batches fit in memory: price them all in one call
+COARSE_POINTS = 48  # past it a geometric grid, neighbours (max batch)^(1/47) apart (~19% at 4096), then the bracket
+
+
+@dataclass(frozen=True)
+class Core:
+    """What one Deployment answers, before batch caps and prefill chunks split it into candidates."""
+    d: Deployment | None
+    rejected: str = ""
+    ttft_s: float = math.nan
+    max_batch: dict | None = None  # prefill chunk -> largest batch that fits
+    best_batch: int = 0  # largest B meeting TPOT within the largest memory limit
+    grid: np.ndarray | None = None  # batches priced, ascending
+    tpot_s: np.ndarray | None = None  # TPOT at each
+    bound: np.ndarray | None = None  # binding resource index at each
+    need_bytes: float = math.nan  # one GPU's bytes at batch 1 (for the one-sentence verdict)
+
+
+@lru_cache(maxsize=64)
+def engine(name):
+    return load_engine(name)
+
+
+def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
+    """Per prefill chunk (largest batch one GPU holds, its bytes at batch 1): evaluate.memory's model,
+    for pp per stage (the fullest binds) and for ep per expert shard (one sequence per GPU)."""
+    if d.pp == 1 and d.ep == 1:
+        out = {}
+        for chunk in chunks:
+            m = memory(d, 1.0, prompt, gen, chunk)
+            out[chunk] = int(np.ravel(m["max_batch"])[0]), float(np.ravel(m["memory_bytes"])[0])
+        return out
+    if d.ep == 1:  # bytes are linear in the batch: one call at B = 0 and 1, a column per stage
+        empty, one = np.array(d.memory_bytes(np.array([0.0, 1.0]), prompt + gen)).T
+    else:  # one sequence on each GPU
+        empty, one = np.array(d.memory_bytes(0.0, prompt + gen)), np.array(d.memory_bytes(float(d.ep), prompt + gen))
+    per_sequence = one - empty
+    free = np.maximum(d.hardware.memory_bytes - empty, 0.0)
+    out = {}
+    for chunk in chunks:
+        per_piece, pieces = workspace(d, prompt, chunk)
+        per_piece = float(per_piece)
+        few = np.floor(free / (per_sequence + per_piece))
+        many = np.floor(np.maximum(free - min(pieces, 1e300) * per_piece, 0.0) / per_sequence)
+        per_gpu = int(np.min(np.where(few < pieces, few, many)))
+        out[chunk] = per_gpu * d.ep, float(np.max(empty + per_sequence + per_piece))
+    return out
+
+
+def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
+         priced=True) -> Core:
+    try:
+        d = Deployment(model, hw, Precision(weights=weights, kv=kv), tp=tp, pp=pp, ep=ep,
+                       engine=engine(engine_name))
+    except ValueError as err:
+        return Core(None, f"layout: {err}")
+    if not priced:
+        return Core(d)
+    fits = fitting_batches(d, prompt, gen, chunks)
+    need = min(b for _, b in fits.values())
+    max_batch = {chunk: m for chunk, (m, _) in fits.items()}
+    top = max(max_batch.values())
+    if top < 1:
+        return Core(d, "memory", max_batch=max_batch, need_bytes=need)
+    ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.engine.request_overhead_s
+    extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
+    best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
+    return Core(d, "", ttft, max_batch, best, grid, times, bounds, need)
+
+
+def _decode(d: Deployment, batches: np.ndarray, context: float) -> tuple[np.ndarray, np.ndarray]:
+    step = d.step(DECODE, batches, context)
+    return np.broadcast_to(step.total_s, batches.shape), np.broadcast_to(step.bound, batches.shape)
+
+
+def largest_within(d: Deployment, context: float, top: int, target: float, extra=()) -> tuple:
+    """(largest B <= top with TPOT(B) <= target, or 0; the batches priced; their TPOT; their bound). TPOT grows
+    with B: every batch up to WHOLE_GRID in one call; past it a geometric grid (with `extra` batches), then
+    every batch between the last point that meets the target and the next."""
+    if top <= WHOLE_GRID:  # a step's cost is mostly per op, not per point
+        grid = np.arange(1.0, top + 1)
+    else:
+        grid = np.unique(np.concatenate([np.round(np.geomspace(1, top, COARSE_POINTS)), extra]))
+    times, bounds = _decode(d, grid, context)
+    meets = np.flatnonzero(times <= target)
+    best = int(grid[meets[-1]]) if meets.size else 0
+    if not 0 < best < top or top <= WHOLE_GRID:
+        return best, grid, times, bounds
+    fine = np.arange(best + 1, grid[meets[-1] + 1], dtype=float)
+    if not fine.size:
+        return best, grid, times, bounds
+    fine_times, fine_bounds = _decode(d, fine, context)
+    inside = np.flatnonzero(fine_times <= target)
+    best = int(fine[inside[-1]]) if inside.size else best
+    order = np.argsort(np.concatenate([grid, fine]))
+    return (best, *(np.concatenate(pair)[order] for pair in ((grid, fine), (times, fine_times), (bounds, fine_bounds))))
+
+
+def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: int | None = None) -> list[dict]:
+    """One row per (batch cap, prefill chunk) of a Deployment's answers; more GPUs than max_gpus is a rejection."""
+    out = []
+    gen = work.gen_mean
+    for chunk in chunks:
+        for cap in caps:
+            row = {**base, "max_batch_cap": cap, "prefill_chunk": chunk, "feasible": False}
+            out.append(row)
+            if c.d is None:
+                row["rejected"] = c.rejected
+                continue
+            if price is None:
+                row["rejected"] = f"price: no $/GPU-hour for {base['hardware']} (add it with --prices)"
+                continue
+            fit = c.max_batch[chunk]
+            limit = fit if cap is None else min(fit, cap)
+            row.update(max_batch=fit, memory_bytes_batch1=c.need_bytes)
+            if limit < 1:
+                row["rejected"] = (f"memory: {c.need_bytes / 1e9:.1f} GB at batch 1 > "
+                                   f"{c.d.hardware.memory_bytes / 1e9:.0f} GB per GPU")
+                continue
+            row["ttft_s"] = c.ttft_s
+            if c.ttft_s > targets.ttft_s:
+                row["rejected"] = f"TTFT: {c.ttft_s * 1e3:.1f} ms at batch 1 > {targets.ttft_s * 1e3:g} ms"
+                continue
+            batch = min(limit, c.best_batch)
+            i = int(np.searchsorted(c.grid, max(batch, 1)))
+            tpot = float(c.tpot_s[i])
+            row["tpot_s"] = tpot
+            if batch < 1:
+                row["rejected"] = f"TPOT: {tpot * 1e3:.2f} ms at batch 1 > {targets.tpot_s * 1e3:g} ms"
+                continue
+            e2e = c.ttft_s + (gen - 1) * tpot
+            row["e2e_s"] = e2e
+            if targets.e2e_s is not None and e2e > targets.e2e_s:
+                row["rejected"] = f"E2E: {e2e:.2f} s at batch {batch} > {targets.e2e_s:g} s"
+                continue
+            per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s
+            replicas = math.ceil(work.rate / per_replica)
+            gpus = replicas * c.d.gpus_per_replica
+            row.update(batch=batch, replicas=replicas, gpus=gpus)
+            if max_gpus is not None and gpus > max_gpus:
+                row["rejected"] = f"GPUs: {gpus} needed ({replicas} replicas of {c.d.gpus_per_replica}) > {max_gpus}"
+                continue
+            tokens_per_s = work.rate * gen
+            row.update(feasible=True, rejected="", batch=batch, replicas=replicas, gpus=gpus,
+                       usd_per_hour=gpus * price, usd_per_million_tokens=gpus * price / (tokens_per_s * 3600) * 1e6,
+                       tokens_per_s_per_gpu=tokens_per_s / gpus,
+                       capacity_tokens_per_s_per_gpu=per_replica * replicas * gen / gpus,
+                       decode_bound=BOUNDS[int(c.bound[i])], ttft_headroom=1 - c.ttft_s / targets.ttft_s,
+                       tpot_headroom=1 - tpot / targets.tpot_s)
+            row["binding"] = "memory" if batch == fit else ("batch cap" if batch == cap else "TPOT")
+    return out

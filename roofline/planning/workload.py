@@ -1,0 +1,112 @@
+"""What `plan` serves: a request rate and the prompt and output lengths, each fixed, exponential or sampled.
+
+The analytic search uses the lengths' means (a decode step at the mean context, memory for the mean
+sequence); the percentile check (roofline.planning.frontier) draws every request from the distribution.
+A CSV of lengths is read by the caller (`read_lengths`, at the edge) into a `Lengths` of samples.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+FIXED, EXPONENTIAL, SAMPLES = "fixed", "exponential", "samples"
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Token lengths: `fixed` at `mean`, `exponential` with that mean (whole tokens >= 1), or `samples` drawn from."""
+    kind: str
+    mean: float
+    samples: tuple = ()
+
+    def __post_init__(self):
+        if self.kind not in (FIXED, EXPONENTIAL, SAMPLES):
+            raise ValueError(f"lengths: unknown kind {self.kind!r}; use '{FIXED}', '{EXPONENTIAL}' or '{SAMPLES}'")
+        if not self.mean >= 1:
+            raise ValueError(f"lengths: the mean must be >= 1 token, got {self.mean!r}")
+
+    @classmethod
+    def of(cls, value) -> "Lengths":
+        return value if isinstance(value, Lengths) else cls(FIXED, float(value))
+
+    @classmethod
+    def from_samples(cls, values) -> "Lengths":
+        values = tuple(int(v) for v in values)
+        if not values:
+            raise ValueError("lengths: no samples given")
+        return cls(SAMPLES, float(np.mean(values)), values)
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.kind == FIXED:
+            return np.full(n, max(int(round(self.mean)), 1))
+        if self.kind == EXPONENTIAL:  # geometric: the exponential's whole-token form, mean `mean`
+            return rng.geometric(1 / self.mean, n)
+        return rng.choice(np.asarray(self.samples), n)
+
+    def __str__(self) -> str:
+        return {FIXED: f"{self.mean:g}", EXPONENTIAL: f"exponential mean {self.mean:g}",
+                SAMPLES: f"{len(self.samples)} samples, mean {self.mean:.0f}"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests per second (Poisson arrivals in the simulation) and their prompt and output lengths (tokens)."""
+    rate: float
+    prompt: object  # a number of tokens, or Lengths
+    gen: object
+
+    @property
+    def prompt_mean(self) -> float:
+        return Lengths.of(self.prompt).mean
+
+    @property
+    def gen_mean(self) -> float:
+        return Lengths.of(self.gen).mean
+
+    def check(self) -> None:
+        if not (self.rate > 0 and self.prompt_mean >= 1 and self.gen_mean >= 1):
+            raise ValueError(f"workload: rate > 0, prompt >= 1 and gen >= 1 are needed, got {self}")
+
+
+def parse_lengths(text: str, flag: str, read=None) -> Lengths:
+    """'1024' or 'fixed:1024', 'exp:1024', 'csv:FILE[:COLUMN]' (read(FILE) gives its text: the caller's I/O)."""
+    kind, _, rest = str(text).partition(":")
+    try:
+        if not rest:
+            return Lengths(FIXED, float(kind))
+        if kind in ("fixed", "exp", "exponential"):
+            return Lengths(FIXED if kind == "fixed" else EXPONENTIAL, float(rest))
+    except ValueError as err:
+        raise ValueError(f"{flag}: {err}; expected N, fixed:N, exp:MEAN or csv:FILE[:COLUMN], got {text!r}") from None
+    if kind == "csv" and read is not None:
+        path, _, column = rest.rpartition(":") if rest.count(":") and not rest.endswith(".csv") else (rest, "", "")
+        return lengths_from_csv(read(path), path, column or None)
+    raise ValueError(f"{flag}: expected N, fixed:N, exp:MEAN or csv:FILE[:COLUMN], got {text!r}")
+
+
+def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths:
+    """Lengths from CSV text: one column of whole numbers, or the named column of a file with a header."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows:
+        raise ValueError(f"{name}: empty; expected one token length per line")
+    start, index = 0, 0
+    header = [cell.strip() for cell in rows[0]]
+    if column is not None:
+        if column not in header:
+            raise ValueError(f"{name}: no column {column!r} in the header {header}; name one of them")
+        start, index = 1, header.index(column)
+    elif not header or not header[0].strip().lstrip("-").isdigit():
+        start = 1  # a header row
+    values = []
+    for line, row in enumerate(rows[start:], start=start + 1):
+        if not row:
+            continue
+        cell = row[index].strip() if index < len(row) else ""
+        field = column or f"column {index + 1}"
+        if not cell.isdigit() or int(cell) < 1:
+            raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}")
+        values.append(int(cell))
+    return Lengths.from_samples(values)

@@ -1,0 +1,38 @@
+"""`roofline report --rate --ttft --tpot`: a plan section with the library's plan, its verdict and closed forms."""
+import json
+
+from roofline.cli import main
+from roofline.plan import Targets, Workload, plan
+
+
+def test_the_report_plan_section_is_the_librarys_plan(tmp_path):
+    argv = ["report", "--model", "llama-3.1-70b", "--hardware", "h100-sxm", "h200", "--no-plots", "--format", "md",
+            "--prompt", "2000", "--gen", "500", "--rate", "3", "--ttft", "1", "--tpot", "0.04", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    text = (tmp_path / "report.md").read_text()
+    assert "## 8. Plan: what serves 3 requests/s" in text
+    assert "Cheapest: 2 x h200 tp=2 bf16/bf16 ideal at batch 170" in text
+    assert "largest batch within TPOT B = floor(" in text and "TP break-even" in text
+    frame = plan("llama-3.1-70b", Workload(3, 2000, 500), Targets(1.0, 0.04), ("h100-sxm", "h200"), (1, 2, 4, 8),
+                 ("bf16",), kv=("bf16",))
+    data = json.loads((tmp_path / "results.json").read_text())["plan"]
+    assert data["verdict"].startswith("Cheapest: 2 x h200")
+    kept = [row for row in data["candidates"] if row["feasible"]]
+    assert [r["usd_per_million_tokens"] for r in kept] == list(frame.loc[frame["feasible"], "usd_per_million_tokens"])
+
+
+def test_a_report_without_targets_has_no_plan_and_half_the_targets_is_refused(tmp_path, capsys):
+    assert main(["report", "--rate", "3", "--out", str(tmp_path)]) == 2
+    assert "--ttft, --tpot: the plan section needs --rate, --ttft and --tpot together" in capsys.readouterr().err
+    assert main(["report", "--rate", "3", "--ttft", "soon", "--tpot", "0.05", "--out", str(tmp_path)]) == 2
+    assert "--ttft: expected a positive number" in capsys.readouterr().err
+
+
+def test_with_an_engine_the_plan_is_section_9_and_prices_that_engine():
+    from roofline.views.render import markdown
+    from roofline.views.report import build_study
+    study = build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp",
+                        slo={"rate": 2.0, "ttft_s": 1.0, "tpot_s": 0.05})
+    text = markdown(study)
+    assert "## 8. Achievable with llama.cpp" in text and "## 9. Plan: what serves 2 requests/s" in text
+    assert set(study.plan.frame["engine"]) == {"llama.cpp"}
