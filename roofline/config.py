@@ -154,10 +154,15 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise ValueError(f"config {name!r}: expected a JSON object, got {type(hf).__name__}")
         family = hf.get("model_type")
-        if family not in FAMILIES:
-            raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
+        from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
+        if family not in FAMILIES + STATE_FAMILIES:
+            raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: "
+                             f"{', '.join(FAMILIES + STATE_FAMILIES)}")
         digest = hashlib.sha256(json.dumps(hf, sort_keys=True).encode()).hexdigest()[:12]
-        fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
+        if family in STATE_FAMILIES:
+            fields = state_family_fields(hf, family, name)
+        else:
+            fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
         return cls(name=name, family=family, source_hash=digest, **fields)
 
 
