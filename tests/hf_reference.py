@@ -427,6 +427,30 @@ TINY_CONFIGS["deepseek-v2-qlora"] = {
     "n_shared_experts": 1,
 }
 
+# Constant-state families (Mamba-2 SSD, gated DeltaNet, Nemotron-H's one-op layers). Dims chosen so
+# that heads != groups, head_dim != state, and value heads != key heads: a formula mixing them fails.
+STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h")
+TINY_CONFIGS["mamba2"] = {
+    "model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101, "state_size": 16,
+    "expand": 2, "head_dim": 16, "num_heads": 8, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
+    "tie_word_embeddings": True, "use_bias": False, "use_conv_bias": True,
+}
+TINY_CONFIGS["qwen3-next"] = {
+    "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 131,
+    "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+    "linear_num_value_heads": 6, "linear_num_key_heads": 2, "linear_key_head_dim": 12, "linear_value_head_dim": 10,
+    "linear_conv_kernel_dim": 4, "num_experts": 5, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+    "moe_intermediate_size": 40, "shared_expert_intermediate_size": 40, "mlp_only_layers": [],
+    "full_attention_interval": 2, "partial_rotary_factor": 0.25, "max_position_embeddings": 128,
+    "tie_word_embeddings": False, "rms_norm_eps": 1e-6,
+}
+TINY_CONFIGS["nemotron-h"] = {
+    "model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 5, "vocab_size": 97,
+    "hybrid_override_pattern": "M-M*-", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
+    "intermediate_size": 88, "mamba_num_heads": 6, "mamba_head_dim": 12, "n_groups": 3, "ssm_state_size": 10,
+    "conv_kernel": 4, "chunk_size": 8, "max_position_embeddings": 128, "tie_word_embeddings": False,
+}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -556,11 +580,18 @@ def _run_counted(
                 model(
                     input_ids=new_tok,
                     attention_mask=mask,
-                    past_key_values=out.past_key_values,
                     use_cache=True,
                     logits_to_keep=logits_to_keep,
+                    **_cache_argument(out),
                 )
     return counter
+
+
+def _cache_argument(out: Any) -> dict[str, Any]:
+    """The cache a forward returned, as the next forward takes it (Mamba-2 calls it cache_params)."""
+    if getattr(out, "past_key_values", None) is not None:
+        return {"past_key_values": out.past_key_values}
+    return {"cache_params": out.cache_params}
 
 
 def hf_flops(
@@ -637,15 +668,24 @@ def hf_flops_by_op(
     return {str(op): int(n) for op, n in counter.get_flop_counts()["Global"].items()}
 
 
+def _tensors_of(value: Any) -> list:
+    """A cache attribute's tensors: a tensor, or a list or dict of them (linear-attention layers keep
+    ``conv_states`` / ``recurrent_states`` as dicts by state index)."""
+    if isinstance(value, dict):
+        return list(value.values())
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     """All tensors held by a transformers cache object (5.x ``Cache`` with ``.layers``, or a legacy tuple)."""
     tensors: list[torch.Tensor] = []
     if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
-        for layer in cache.layers:
-            for name in ("keys", "values"):
+        for layer in cache.layers:  # linear-attention layers: .conv_states / .recurrent_states (lists)
+            for name in ("keys", "values", "conv_states", "recurrent_states"):
                 t = getattr(layer, name, None)
-                if isinstance(t, torch.Tensor):
-                    tensors.append(t)
+                for item in _tensors_of(t):
+                    if isinstance(item, torch.Tensor):
+                        tensors.append(item)
     elif hasattr(cache, "key_cache"):  # older DynamicCache
         tensors.extend(t for t in cache.key_cache if isinstance(t, torch.Tensor))
         tensors.extend(t for t in cache.value_cache if isinstance(t, torch.Tensor))
@@ -689,6 +729,32 @@ def hf_kv_cache_bytes_per_token(
     if rem:
         raise AssertionError(f"cache bytes {total} not divisible by {batch * prompt_len} tokens")
     return int(per_token)
+
+
+def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: torch.dtype = torch.bfloat16,
+                   *, device: str = "cpu") -> dict[str, int]:
+    """Bytes of every tensor a prefill's cache holds, by kind: ``kv`` (keys, values of attention
+    layers, growing with the prompt) and ``state`` (``conv_states`` and ``recurrent_states`` of
+    Mamba-2 / gated-DeltaNet layers, whatever the prompt). Found by experiment (transformers 5.23):
+    Mamba-2 and Nemotron-H keep ``conv_states`` (B, conv channels, conv_kernel) in the model dtype
+    and ``recurrent_states`` (B, heads, head_dim, d_state) in float32; Qwen3-Next keeps its conv
+    state (B, 2 key_dim + value_dim, conv_kernel) and its recurrent state (B, value heads, key dim,
+    value dim) in the model dtype (see STATE_DTYPES in tests/test_state_oracles.py)."""
+    model = _build(config, dtype, device=device)
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, _vocab_size(config), (batch, prompt_len), generator=gen).to(device)
+    mask = torch.ones((batch, prompt_len), dtype=torch.long, device=device)
+    with torch.no_grad():
+        out = model(input_ids=prompt, attention_mask=mask, use_cache=True)
+    cache = _cache_argument(out).popitem()[1]
+    totals = {"kv": 0, "state": 0}
+    for layer in cache.layers:
+        for name in ("keys", "values", "conv_states", "recurrent_states"):
+            t = getattr(layer, name, None)
+            for item in _tensors_of(t):
+                if isinstance(item, torch.Tensor):
+                    totals["kv" if name in ("keys", "values") else "state"] += item.numel() * item.element_size()
+    return totals
 
 
 if __name__ == "__main__":
