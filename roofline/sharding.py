@@ -55,7 +55,19 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     kv_heads = max(k // tp, 1) if config.has_kv_heads else heads
     return replace(config, name=f"{config.name}/tp{tp}", n_heads=heads, n_kv_heads=kv_heads,
                    d_ff=math.ceil(config.d_ff / tp), vocab_size=math.ceil(config.vocab_size / tp),
-                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0)
+                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0, **_state_shard(config, tp))
+
+
+def _state_shard(config: ModelConfig, tp: int) -> dict:
+    """Constant-state mixers split by their heads (vLLM's MambaMixer2, GatedDeltaNet): Di and Nh by tp, the
+    B/C groups (DeltaNet key heads) by tp or replicated when tp > G; the conv and state follow."""
+    if not config.ssm_heads:
+        return {}
+    heads, groups = config.ssm_heads, config.ssm_groups
+    if heads % tp or (groups % tp if tp <= groups else tp % groups):
+        raise ValueError(f"tp: {tp} must divide the {heads} state heads of {config.name!r} and divide (or be a "
+                         f"multiple of) its {groups} groups")
+    return dict(ssm_inner=config.ssm_inner // tp, ssm_heads=heads // tp, ssm_groups=max(groups // tp, 1))
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
