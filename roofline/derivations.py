@@ -102,7 +102,8 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
 
 def state_decode_intensity() -> dict[str, sp.Expr]:
     """A Mamba-2 SSD decode step (T = 1) in bf16 activations: FLOPs over bytes has no S (the state is
-    read and written whatever the context) and no B (each sequence has its own state); -> 2 / b_s as
+    read and written whatever the context) and B only through the 3 Nh per-head constants (each sequence
+    has its own state, so batching does not raise it); -> 2 / b_s as
     Di, Ns -> oo (0.5 FLOP/byte for an fp32 state). Contrast attention_limits()['decode']: S / (S + 1)."""
     from . import state_ops
     from .symbols import Di, Ns, Q, b_s

@@ -424,7 +424,8 @@ def _state_derivation(config, precision) -> list:
     twin_expr, twin_wall = derivations.kv_equals_weights_context(twin, precision)
     even, even_value = constant_state.break_even_context(config, precision)
     return [("Constant-state decode intensity (Mamba-2 SSD step, T = 1, bf16 activations)", state["general"],
-             f"no S and no B: -> {state['limit']} as D_i, N_s -> oo ({state['fp32_state']} FLOP/byte with an fp32 state)"),
+             f"no S, and B only through the per-head constants: -> {state['limit']} as D_i, N_s -> oo "
+             f"({state['fp32_state']} FLOP/byte with an fp32 state)"),
             ("Context where the cache of the all-attention twin (every state mixer made attention) equals the "
              "weights", twin_expr, f"S = {twin_wall:.0f}"),
             ("Context past which this model's cache per sequence is smaller than its all-attention twin's", even,
