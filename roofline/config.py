@@ -76,12 +76,14 @@ class ModelConfig:
     conv_kernel: int = 0  # Kc
     dt_rank: int = 0  # Rdt (Mamba-1)
     ssm_chunk: int = 0  # Q: chunk length of the prefill scan
-    state_bytes: int = 4  # b_s: the recurrent state's element width (fp32 in HF and mamba_ssm)
+    state_bytes: int = 4  # b_s: the recurrent state's element width (fp32 in HF and mamba_ssm); 0: the KV's (b_kv)
     ssm_conv_bias: bool = True  # Mamba's conv1d carries a bias (DeltaNet's does not)
     ssm_proj_bias: bool = False  # Mamba in_proj/out_proj bias
     attn_output_gate: bool = False  # Qwen3-Next: a sigmoid gate on the attention output, from q_proj
     qk_norm: bool = False  # RMSNorm on each query and key head (Qwen3-Next)
     shared_expert_gate: bool = False  # Qwen3-Next: a sigmoid gate (D -> 1) on the shared expert
+    shared_expert_width: int = 0  # Fs: one shared gated MLP of this width beside the routed experts (Granite-4.0-H)
+    ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1: a plain gate when off)
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -173,7 +175,7 @@ def _check_state_dims(config: ModelConfig) -> None:
              DELTANET: ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "ssm_chunk"),
              MAMBA: ("ssm_inner", "ssm_state", "conv_kernel", "dt_rank"), LINEAR: ("ssm_chunk",)}
     for name in ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "dt_rank", "ssm_chunk",
-                 "state_bytes"):
+                 "state_bytes", "shared_expert_width"):
         value = getattr(config, name)
         if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
             raise ValueError(f"model {config.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "

@@ -7,10 +7,13 @@ without attention layers are set to the mixer's heads and head dim: no op reads 
 """
 from __future__ import annotations
 
-from .config import (DELTANET, DENSE, GLOBAL, MAMBA2, MOE, NONE, _bad, _flag, _max_positions, _optional,
-                     _require)
+import math
 
-STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h")
+from .config import (DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _bad, _flag,
+                     _max_positions, _optional, _require)
+
+STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax")
+LIGHTNING_BLOCK = 256  # MiniMax's lightning-attention block (HF MiniMaxConfig.block_size default)
 DELTA_RULE_CHUNK = 64  # FLA's chunk_gated_delta_rule (and HF's torch_chunk_gated_delta_rule) chunk length
 NEMOTRON_KINDS = {"M": (MAMBA2, NONE), "*": (GLOBAL, NONE), "-": (NONE, DENSE), "E": (NONE, MOE)}
 NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-",
@@ -18,7 +21,130 @@ NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "ful
 
 
 def state_family_fields(hf: dict, family: str, name: str) -> dict:
-    return {"mamba2": _mamba2, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h}[family](hf, name)
+    return {"mamba2": _mamba2, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "granitemoehybrid": _granite,
+            "jamba": _jamba, "falcon_h1": _falcon_h1, "minimax": _minimax}[family](hf, name)
+
+
+def _attention_dims(hf: dict, name: str) -> dict:
+    """The decoder's attention and MLP dimensions, as every hybrid family spells them."""
+    d_model = _require(hf, "hidden_size", name)
+    n_heads = _require(hf, "num_attention_heads", name)
+    return dict(d_model=d_model, n_layers=_require(hf, "num_hidden_layers", name), n_heads=n_heads,
+                n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
+                head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+                vocab_size=_require(hf, "vocab_size", name), max_positions=_max_positions(hf, name),
+                tied_embeddings=_flag(hf, "tie_word_embeddings", name, False),
+                qkv_bias=_flag(hf, "attention_bias", name), out_bias=_flag(hf, "attention_bias", name))
+
+
+def _mamba_prefixed(hf: dict, name: str, d_model: int, inner_key: str = "") -> dict:
+    """Mamba-2 dims spelled mamba_n_heads, mamba_d_head, ... (Granite-4.0-H, Falcon-H1). The width is
+    mamba_n_heads x mamba_d_head and must equal HF's (inner_key, e.g. mamba_d_ssm, else mamba_expand x hidden)."""
+    heads, head_dim = _require(hf, "mamba_n_heads", name), _require(hf, "mamba_d_head", name)
+    width = hf.get(inner_key) if inner_key and hf.get(inner_key) is not None else None
+    if width is None:
+        expand = hf.get("mamba_expand", 2)
+        width, inner_key = (expand * d_model if isinstance(expand, int) else None), "mamba_expand"
+    if width != heads * head_dim:
+        raise _bad(name, inner_key, hf.get(inner_key), f"a width equal to mamba_n_heads x mamba_d_head "
+                   f"({heads} x {head_dim})", "fix it, mamba_n_heads or mamba_d_head to the published config's values")
+    groups = _optional(hf, "mamba_n_groups", name, default=1, minimum=1)
+    if heads % groups:
+        raise _bad(name, "mamba_n_groups", groups, f"a divisor of the {heads} heads")
+    return dict(ssm_inner=width, ssm_heads=heads, ssm_groups=groups, ssm_state=_require(hf, "mamba_d_state", name),
+                conv_kernel=_optional(hf, "mamba_d_conv", name, default=4, minimum=1),
+                ssm_chunk=_optional(hf, "mamba_chunk_size", name, default=256, minimum=1),
+                ssm_conv_bias=_flag(hf, "mamba_conv_bias", name, True), ssm_proj_bias=_flag(hf, "mamba_proj_bias", name))
+
+
+def _kinds(hf: dict, name: str, key: str, n_layers: int, mapping: dict) -> tuple:
+    types = hf.get(key)
+    if not isinstance(types, list) or len(types) != n_layers or set(types) - set(mapping):
+        raise _bad(name, key, types, f"a list of {n_layers} entries from {', '.join(mapping)}")
+    return tuple(mapping[t] for t in types)
+
+
+def _granite(hf: dict, name: str) -> dict:
+    """Granite-4.0-H: Mamba-2 and attention layers, each followed by MoE experts plus one shared MLP
+    (shared_intermediate_size), or by the shared MLP alone when there are no experts."""
+    fields = _attention_dims(hf, name)
+    key = "layer_types" if "layer_types" in hf else "layers_block_type"
+    kinds = {"mamba": MAMBA2, "linear_attention": MAMBA2, "attention": GLOBAL, "full_attention": GLOBAL}
+    n_layers = fields["n_layers"]
+    experts = _optional(hf, "num_local_experts", name)
+    shared = _require(hf, "shared_intermediate_size", name)
+    fields.update(layer_attention=_kinds(hf, name, key, n_layers, kinds), **_mamba_prefixed(hf, name, fields["d_model"]))
+    if experts:
+        fields.update(layer_mlp=(MOE,) * n_layers, n_experts=experts, top_k=_require(hf, "num_experts_per_tok", name),
+                      d_expert=_require(hf, "intermediate_size", name), d_ff=_require(hf, "intermediate_size", name),
+                      shared_expert_width=shared)
+    else:
+        fields.update(layer_mlp=(DENSE,) * n_layers, d_ff=shared)
+    return fields
+
+
+def _jamba(hf: dict, name: str) -> dict:
+    """Jamba: Mamba-1 layers with attention every attn_layer_period (at its offset), MoE every expert_layer_period."""
+    fields = _attention_dims(hf, name)
+    n_layers, d_model = fields["n_layers"], fields["d_model"]
+    period = {k: _optional(hf, k, name, default=d, minimum=m) for k, d, m in
+              (("attn_layer_period", 8, 1), ("attn_layer_offset", 4, 0), ("expert_layer_period", 2, 1),
+               ("expert_layer_offset", 1, 0))}
+    experts = _optional(hf, "num_experts", name, default=16)
+    rank = hf.get("mamba_dt_rank", "auto")
+    rank = math.ceil(d_model / 16) if rank == "auto" else rank
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank <= 0:
+        raise _bad(name, "mamba_dt_rank", hf.get("mamba_dt_rank"), "a positive integer or \"auto\"")
+    expand = hf.get("mamba_expand", 2)
+    if not isinstance(expand, int) or isinstance(expand, bool) or expand <= 0:
+        raise _bad(name, "mamba_expand", expand, "a positive integer")
+    moe = [experts > 1 and i % period["expert_layer_period"] == period["expert_layer_offset"] for i in range(n_layers)]
+    fields.update(
+        d_ff=_require(hf, "intermediate_size", name),
+        layer_attention=tuple(GLOBAL if i % period["attn_layer_period"] == period["attn_layer_offset"] else MAMBA
+                              for i in range(n_layers)),
+        layer_mlp=tuple(MOE if m else DENSE for m in moe),
+        ssm_inner=expand * d_model, ssm_state=_optional(hf, "mamba_d_state", name, default=16, minimum=1),
+        conv_kernel=_optional(hf, "mamba_d_conv", name, default=4, minimum=1), dt_rank=rank,
+        ssm_conv_bias=_flag(hf, "mamba_conv_bias", name, True), ssm_proj_bias=_flag(hf, "mamba_proj_bias", name))
+    if any(moe):
+        fields.update(n_experts=experts, top_k=_optional(hf, "num_experts_per_tok", name, default=2, minimum=1),
+                      d_expert=fields["d_ff"])
+    return fields
+
+
+def _falcon_h1(hf: dict, name: str) -> dict:
+    """Falcon-H1: every layer runs attention and Mamba-2 side by side on one normed input, then a gated MLP.
+    The muP multipliers scale activations only (no parameters, no FLOPs counted)."""
+    fields = _attention_dims(hf, name)
+    if _flag(hf, "projectors_bias", name) != _flag(hf, "mamba_proj_bias", name):
+        raise _bad(name, "projectors_bias", hf.get("projectors_bias"), "equal to mamba_proj_bias",
+                   "a bias on the Mamba out_proj but not in_proj (or the reverse) is not modelled; set both alike")
+    n_layers = fields["n_layers"]
+    fields.update(d_ff=_require(hf, "intermediate_size", name), mlp_bias=_flag(hf, "mlp_bias", name),
+                  layer_attention=(PARALLEL,) * n_layers, layer_mlp=(DENSE,) * n_layers,
+                  ssm_gated_norm=_flag(hf, "mamba_rms_norm", name, False),
+                  **_mamba_prefixed(hf, name, fields["d_model"], inner_key="mamba_d_ssm"))
+    return fields
+
+
+def _minimax(hf: dict, name: str) -> dict:
+    """MiniMax-Text-01: lightning (linear) attention layers with softmax attention between them; MoE everywhere."""
+    fields = _attention_dims(hf, name)
+    n_layers = fields["n_layers"]
+    if hf.get("layer_types"):
+        kinds = _kinds(hf, name, "layer_types", n_layers, {"full_attention": GLOBAL, "linear_attention": LINEAR})
+    elif hf.get("attn_type_list"):  # MiniMax's own config: 1 softmax attention, 0 lightning attention
+        kinds = _kinds(hf, name, "attn_type_list", n_layers, {1: GLOBAL, 0: LINEAR})
+    else:  # transformers' default: even layers full attention
+        kinds = tuple(GLOBAL if i % 2 == 0 else LINEAR for i in range(n_layers))
+    experts = _require(hf, "num_local_experts", name)
+    d_expert = _require(hf, "intermediate_size", name)
+    fields.update(d_ff=d_expert, layer_attention=kinds, layer_mlp=(MOE,) * n_layers, n_experts=experts,
+                  top_k=_require(hf, "num_experts_per_tok", name), d_expert=d_expert,
+                  ssm_chunk=_optional(hf, "block_size", name, default=LIGHTNING_BLOCK, minimum=1),
+                  state_bytes=0)  # HF's MiniMaxCache keeps the lightning state in the model dtype, like the KV
+    return fields
 
 
 def _mamba2_dims(hf: dict, name: str, d_model: int, prefix: str = "") -> dict:

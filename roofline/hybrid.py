@@ -16,7 +16,7 @@ from .symbols import D, H, K, N, b_a, b_w
 def state_mixer_ops(cfg: ModelConfig, kind: str) -> list[Op]:
     """The ops of a constant-state mixer (no input norm: the layer adds it)."""
     if kind == MAMBA2:
-        return so.mamba2_block(conv_bias=cfg.ssm_conv_bias, proj_bias=cfg.ssm_proj_bias)
+        return so.mamba2_block(conv_bias=cfg.ssm_conv_bias, proj_bias=cfg.ssm_proj_bias, rms_gate=cfg.ssm_gated_norm)
     if kind == MAMBA:
         return so.mamba_block(dt_norms=cfg.family == "jamba", conv_bias=cfg.ssm_conv_bias, proj_bias=cfg.ssm_proj_bias)
     if kind == DELTANET:

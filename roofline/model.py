@@ -14,8 +14,8 @@ from . import ops as o
 from . import hybrid
 from .config import MOE, NONE, PARALLEL, STATE_MIXERS, WINDOW, ModelConfig
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, k
-from .symbols import Di, G, Kc, Nh, Ns, Q, Rdt, b_s
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, b_kv, k
+from .symbols import Di, Fs, G, Kc, Nh, Ns, Q, Rdt, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -123,6 +123,8 @@ def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
     ops = [o.norm("mlp_norm", D, cfg.layer_norm)]
     if mlp_kind == MOE:
         ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias)
+        if cfg.shared_expert_width:  # one shared gated MLP whose width is its own (not Es x Fe)
+            ops += o.gated_mlp("shared_experts", Fs)
         if cfg.shared_expert_gate:
             ops.append(o.linear("shared_experts.gate", D, 1))  # sigmoid(X (n,D) @ w (D,1)) scales the shared expert
     elif cfg.gated_mlp:
@@ -157,7 +159,8 @@ def dimensions(cfg: ModelConfig) -> dict:
             C: cfg.kv_lora_rank or 1, Cq: cfg.q_lora_rank or 1, R: cfg.qk_rope_dim or 1,
             Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1,
             Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
-            Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes}
+            Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
+            Fs: cfg.shared_expert_width or 1}
 
 
 def phase_substitution(phase: str) -> dict:

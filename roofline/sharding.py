@@ -61,8 +61,10 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
 def _state_shard(config: ModelConfig, tp: int) -> dict:
     """Constant-state mixers split by their heads (vLLM's MambaMixer2, GatedDeltaNet): Di and Nh by tp, the
     B/C groups (DeltaNet key heads) by tp or replicated when tp > G; the conv and state follow."""
-    if not config.ssm_heads:
-        return {}
+    if not config.ssm_heads:  # Mamba-1 (Jamba): the Di channels split evenly; lightning attention follows N
+        if config.ssm_inner and config.ssm_inner % tp:
+            raise ValueError(f"tp: {tp} must divide the {config.ssm_inner} Mamba channels of {config.name!r}")
+        return dict(ssm_inner=config.ssm_inner // tp) if config.ssm_inner else {}
     heads, groups = config.ssm_heads, config.ssm_groups
     if heads % tp or (groups % tp if tp <= groups else tp % groups):
         raise ValueError(f"tp: {tp} must divide the {heads} state heads of {config.name!r} and divide (or be a "

@@ -69,13 +69,17 @@ def ssd_scan(name: str = "ssd_scan") -> Op:
     ), 3 * Nh, ATTENTION_MATMUL, state=state)
 
 
-def mamba2_block(conv_bias: bool = True, proj_bias: bool = False) -> list[Op]:
-    """Mamba-2 mixer: in_proj to [z | x B C | dt], causal conv over x B C, SSD, gated RMSNorm, out_proj."""
+def mamba2_block(conv_bias: bool = True, proj_bias: bool = False, rms_gate: bool = True) -> list[Op]:
+    """Mamba-2 mixer: in_proj to [z | x B C | dt], causal conv over x B C, SSD, gated RMSNorm (or, Falcon-H1
+    without mamba_rms_norm, a plain gate y * silu(z)), out_proj."""
+    n = tokens()
+    gate = (gated_norm("gated_norm", Di) if rms_gate else
+            Op("gate", Cost(act_read=2 * b_a * n * Di, act_write=b_a * n * Di)))
     return [
         linear("in_proj", D, 2 * Di + 2 * G * Ns + Nh, bias=proj_bias),  # [z|xBC|dt] = X (n,D) @ W_in
         causal_conv("conv1d", Di + 2 * G * Ns, conv_bias),               # xBC = silu(conv(xBC))
         ssd_scan(),                                                      # y = SSD(x, dt, A, B, C) + D x
-        gated_norm("gated_norm", Di),                                    # y = rmsnorm(y * silu(z))
+        gate,                                                            # y = rmsnorm(y * silu(z))
         linear("out_proj", Di, D, bias=proj_bias),                       # X = y (n,Di) @ W_out
     ]
 

@@ -28,6 +28,7 @@
 | Rdt    | Mamba-1 dt rank (x_proj's low-rank step size)                          |
 | Q      | chunk length of the chunked (SSD / delta-rule) prefill scan             |
 | b_s    | bytes per element of the recurrent state (fp32 in HF and mamba_ssm)    |
+| Fs     | shared-expert MLP width when it is not a multiple of Fe (Granite-4.0-H) |
 """
 import sympy as sp
 
@@ -41,6 +42,7 @@ b_w, b_a, b_kv = sp.symbols("b_w b_a b_kv", positive=True)
 # Constant-state mixers (Mamba-1/2, gated DeltaNet, lightning attention): see roofline/state_ops.py.
 Di, Ns, Nh, G, Kc, Rdt, Q = sp.symbols("D_i N_s N_h G K_c R_dt Q", positive=True)
 b_s = sp.symbols("b_s", positive=True)
+Fs = sp.symbols("F_s", positive=True)
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)

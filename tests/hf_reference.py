@@ -429,7 +429,7 @@ TINY_CONFIGS["deepseek-v2-qlora"] = {
 
 # Constant-state families (Mamba-2 SSD, gated DeltaNet, Nemotron-H's one-op layers). Dims chosen so
 # that heads != groups, head_dim != state, and value heads != key heads: a formula mixing them fails.
-STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h")
+STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h", "granite-h", "jamba", "falcon-h1", "minimax")
 TINY_CONFIGS["mamba2"] = {
     "model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101, "state_size": 16,
     "expand": 2, "head_dim": 16, "num_heads": 8, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
@@ -449,6 +449,32 @@ TINY_CONFIGS["nemotron-h"] = {
     "hybrid_override_pattern": "M-M*-", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
     "intermediate_size": 88, "mamba_num_heads": 6, "mamba_head_dim": 12, "n_groups": 3, "ssm_state_size": 10,
     "conv_kernel": 4, "chunk_size": 8, "max_position_embeddings": 128, "tie_word_embeddings": False,
+}
+
+TINY_CONFIGS["granite-h"] = {
+    "model_type": "granitemoehybrid", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101,
+    "intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "shared_intermediate_size": 56, "layer_types": ["mamba", "attention", "mamba"],
+    "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_n_groups": 2, "mamba_d_state": 12, "mamba_d_conv": 4,
+    "mamba_chunk_size": 8, "mamba_expand": 2, "tie_word_embeddings": False,
+}
+TINY_CONFIGS["jamba"] = {
+    "model_type": "jamba", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+    "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1,
+    "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 12, "tie_word_embeddings": False,
+}
+TINY_CONFIGS["falcon-h1"] = {
+    "model_type": "falcon_h1", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20, "mamba_d_ssm": 96, "mamba_n_heads": 8,
+    "mamba_d_head": 12, "mamba_n_groups": 2, "mamba_d_state": 12, "mamba_d_conv": 4, "mamba_chunk_size": 8,
+    "tie_word_embeddings": False,
+}
+TINY_CONFIGS["minimax"] = {
+    "model_type": "minimax", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "layer_types": ["linear_attention", "full_attention"], "block_size": 8,
+    "tie_word_embeddings": False,
 }
 
 # Keys dropped before building a config. Each is metadata that does not change the
@@ -736,10 +762,11 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
     """Bytes of every tensor a prefill's cache holds, by kind: ``kv`` (keys, values of attention
     layers, growing with the prompt) and ``state`` (``conv_states`` and ``recurrent_states`` of
     Mamba-2 / gated-DeltaNet layers, whatever the prompt). Found by experiment (transformers 5.23):
-    Mamba-2 and Nemotron-H keep ``conv_states`` (B, conv channels, conv_kernel) in the model dtype
-    and ``recurrent_states`` (B, heads, head_dim, d_state) in float32; Qwen3-Next keeps its conv
-    state (B, 2 key_dim + value_dim, conv_kernel) and its recurrent state (B, value heads, key dim,
-    value dim) in the model dtype (see STATE_DTYPES in tests/test_state_oracles.py)."""
+    Mamba-2, Nemotron-H, Granite-4.0-H and Falcon-H1 keep ``conv_states`` (B, conv channels, conv_kernel)
+    in the model dtype and ``recurrent_states`` (B, heads, head_dim, d_state) in float32; Qwen3-Next keeps
+    its conv state (B, 2 key_dim + value_dim, conv_kernel) and its recurrent state (B, value heads, key dim,
+    value dim) in float32 too; Jamba (Mamba-1) keeps (B, d_inner, d_conv) and (B, d_inner, d_state);
+    MiniMax keeps its lightning-attention state (B, heads, head_dim, head_dim) in ``cache.linear_cache``."""
     model = _build(config, dtype, device=device)
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, _vocab_size(config), (batch, prompt_len), generator=gen).to(device)
@@ -754,6 +781,9 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
             for item in _tensors_of(t):
                 if isinstance(item, torch.Tensor):
                     totals["kv" if name in ("keys", "values") else "state"] += item.numel() * item.element_size()
+    for item in getattr(cache, "linear_cache", []):  # MiniMaxCache: one (B, heads, head_dim, head_dim) per layer
+        if isinstance(item, torch.Tensor):
+            totals["state"] += item.numel() * item.element_size()
     return totals
 
 

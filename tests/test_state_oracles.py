@@ -24,7 +24,9 @@ from roofline.compiled import FLOPS_ROW, compile_model  # noqa: E402
 from roofline.ops import ATTENTION_MATMUL, WEIGHT_MATMUL  # noqa: E402
 
 HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")
-SCANS = ("ssd_scan", "delta_rule")
+SCANS = ("ssd_scan", "delta_rule", "selective_scan", "lightning_attention")
+CONV_CASES = tuple(c for c in STATE_CASES if c != "minimax")
+SSD_CASES = ("mamba2", "nemotron-h", "granite-h", "falcon-h1")
 
 
 def config(case: str) -> ModelConfig:
@@ -52,7 +54,7 @@ def test_projection_flops_equal_the_flop_counter(case, phase):
     assert ours_by_kind(config(case), phase, 2, 16)["mm"] == hf["aten.mm"]
 
 
-@pytest.mark.parametrize("case", STATE_CASES)
+@pytest.mark.parametrize("case", CONV_CASES)
 @pytest.mark.parametrize("phase, positions", [("prefill", lambda t, kc: t + kc - 1), ("decode", lambda t, kc: 2)])
 def test_conv_flops_equal_the_flop_counter_over_its_padded_positions(case, phase, positions):
     cfg, tokens = config(case), 16 if phase == "prefill" else 1
@@ -61,12 +63,16 @@ def test_conv_flops_equal_the_flop_counter_over_its_padded_positions(case, phase
     assert ours * positions(tokens, cfg.conv_kernel) / tokens == hf
 
 
-@pytest.mark.parametrize("case", ["mamba2", "nemotron-h"])
+def ssd_layers(cfg: ModelConfig) -> int:
+    return sum(kind in ("mamba2", "parallel") for kind in cfg.layer_attention)
+
+
+@pytest.mark.parametrize("case", SSD_CASES)
 def test_ssd_scan_equals_the_reference_einsums_less_their_per_head_and_dense_recurrence_extras(case):
     cfg, batch, tokens = config(case), 2, 16  # 16 = two chunks of 8
     ours = ours_by_kind(cfg, "prefill", batch, tokens)
     hf = hf_flops_by_op(TINY_CONFIGS[case], batch, tokens, "prefill")["aten.bmm"] - ours["attention"]
-    layers = cfg.layer_attention.count("mamba2")
+    layers = ssd_layers(cfg)
     chunks = tokens // cfg.ssm_chunk
     per_head_cb = 2 * batch * tokens * cfg.ssm_chunk * (cfg.ssm_heads - cfg.ssm_groups) * cfg.ssm_state
     dense_recurrence = 2 * batch * (chunks + 1) ** 2 * cfg.ssm_inner * cfg.ssm_state
@@ -81,14 +87,32 @@ def test_delta_rule_equals_the_reference_matmuls_less_the_triangular_solve():
     assert hf == ours["scan"] - cfg.layer_attention.count("deltanet") * solve
 
 
-@pytest.mark.parametrize("case", ["mamba2", "nemotron-h"])
+@pytest.mark.parametrize("case", SSD_CASES)
 def test_decode_counts_the_readout_the_flop_counter_sees_and_more(case):
     cfg, batch = config(case), 2
     ours = ours_by_kind(cfg, "decode", batch, 16)
     hf = hf_flops_by_op(TINY_CONFIGS[case], batch, 16, "decode")["aten.bmm"] - ours["attention"]
-    readout = 2 * batch * cfg.ssm_inner * cfg.ssm_state * cfg.layer_attention.count("mamba2")
+    readout = 2 * batch * cfg.ssm_inner * cfg.ssm_state * ssd_layers(cfg)
     assert hf == readout
     assert ours["scan"] == pytest.approx(2 * readout, rel=0.1)  # readout + state update (+ the one-token chunk)
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_selective_scan_is_twice_the_readout_matmul_the_flop_counter_sees(phase):
+    cfg = config("jamba")  # HF's slow path: h = exp(dt A) h + dt B x elementwise, y = h @ C one matmul a token
+    ours = ours_by_kind(cfg, phase, 2, 16)
+    hf = hf_flops_by_op(TINY_CONFIGS["jamba"], 2, 16, phase)["aten.bmm"] - ours["attention"]
+    assert hf == ours["scan"] / 2
+
+
+def test_lightning_attention_equals_the_reference_blocks_in_prefill_and_its_state_matmuls_in_decode():
+    cfg, batch = config("minimax"), 2
+    prefill = ours_by_kind(cfg, "prefill", batch, 16)  # two 8-token blocks
+    assert hf_flops_by_op(TINY_CONFIGS["minimax"], batch, 16, "prefill")["aten.bmm"] == prefill["attention"] + prefill["scan"]
+    decode = ours_by_kind(cfg, "decode", batch, 16)
+    one_token_chunk = 2 * 2 * batch * cfg.n_heads * cfg.head_dim * cfg.layer_attention.count("linear")
+    hf = hf_flops_by_op(TINY_CONFIGS["minimax"], batch, 16, "decode")["aten.bmm"]
+    assert hf == decode["attention"] + decode["scan"] - one_token_chunk
 
 
 @pytest.mark.parametrize("case", STATE_CASES)
