@@ -12,7 +12,8 @@ import math
 from .config import (DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _bad, _flag,
                      _max_positions, _optional, _require)
 
-STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax")
+STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",
+                  "minimax_m1")  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
 LIGHTNING_BLOCK = 256  # MiniMax's lightning-attention block (HF MiniMaxConfig.block_size default)
 DELTA_RULE_CHUNK = 64  # FLA's chunk_gated_delta_rule (and HF's torch_chunk_gated_delta_rule) chunk length
 NEMOTRON_KINDS = {"M": (MAMBA2, NONE), "*": (GLOBAL, NONE), "-": (NONE, DENSE), "E": (NONE, MOE)}
@@ -22,7 +23,7 @@ NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "ful
 
 def state_family_fields(hf: dict, family: str, name: str) -> dict:
     return {"mamba2": _mamba2, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "granitemoehybrid": _granite,
-            "jamba": _jamba, "falcon_h1": _falcon_h1, "minimax": _minimax}[family](hf, name)
+            "jamba": _jamba, "falcon_h1": _falcon_h1, "minimax": _minimax, "minimax_m1": _minimax}[family](hf, name)
 
 
 def _attention_dims(hf: dict, name: str) -> dict:

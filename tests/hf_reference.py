@@ -510,6 +510,9 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
     """
     kw = copy.deepcopy(dict(config))
     model_type = kw.pop("model_type")
+    if model_type == "minimax_m1":  # MiniMax's remote-code config: transformers' minimax is the same architecture
+        model_type = "minimax"
+        kw["layer_types"] = ["full_attention" if t else "linear_attention" for t in kw.pop("attn_type_list")]
     for key in _DROP_KEYS:
         kw.pop(key, None)
     cfg = AutoConfig.for_model(model_type, **kw)

@@ -21,7 +21,8 @@ from roofline.precision import Precision
 from roofline.serving import crossovers
 from roofline.symbols import B, S
 
-HYBRIDS = ("qwen3-next-80b-a3b", "nemotron-nano-9b-v2")
+HYBRIDS = ("qwen3-next-80b-a3b", "nemotron-nano-9b-v2", "jamba-1.5-mini", "minimax-m1", "granite-4.0-h-tiny",
+           "falcon-h1-tiny-90m")
 # Published totals, with the tolerance the source's rounding allows.
 PUBLISHED = {
     # "exactly 7,285,403,648 parameters": Mistral's Codestral Mamba release, quoted at
@@ -32,6 +33,17 @@ PUBLISHED = {
     "qwen3-next-80b-a3b": (80e9, 0.01),
     # "9 billion parameters": NVIDIA Nemotron Nano 2, arXiv:2508.14444 (pruned from 12B)
     "nemotron-nano-9b-v2": (9e9, 0.02),
+    # "Jamba 1.5 Mini: 12 billion active parameters (52B total)": AI21, arXiv:2408.12570 and
+    # https://zfn9.com/inside-jamba-1-5-transformer-and-mamba-meet-in-one-architecture.html
+    "jamba-1.5-mini": (52e9, 0.01),
+    # "456 billion total parameters, of which 45.9 billion are activated": the MiniMax-Text-01 model card
+    # (MiniMax-M1 shares the architecture and this config's dimensions), arXiv:2501.08313
+    "minimax-m1": (456e9, 0.001),
+    # "7 B de parâmetros no total e apenas 1 B de parâmetros ativos": IBM, Granite 4.0 Tiny announcement,
+    # https://www.ibm.com/br-pt/new/announcements/ibm-granite-4-0-tiny-preview-sneak-peek
+    "granite-4.0-h-tiny": (7e9, 0.01),
+    # "extremely small language models (<=100M parameters)", named 90M: TII's Falcon-H1-Tiny release post
+    "falcon-h1-tiny-90m": (90e6, 0.02),
 }
 
 
@@ -80,7 +92,7 @@ def test_state_decode_intensity_has_neither_context_nor_batch_and_tends_to_two_o
     assert S in attention_decode.free_symbols  # attention's grows with S towards 1; the state layer's does not
 
 
-@pytest.mark.parametrize("name", HYBRIDS)
+@pytest.mark.parametrize("name", [h for h in HYBRIDS if h != "falcon-h1-tiny-90m"])
 def test_a_hybrid_reaches_the_kv_wall_later_than_its_all_attention_twin(name):
     config = load_model(name)
     _, ours = derivations.kv_equals_weights_context(config)
@@ -88,6 +100,12 @@ def test_a_hybrid_reaches_the_kv_wall_later_than_its_all_attention_twin(name):
     assert ours > 3 * twin
     cache = cache_against_context(config, [1 << 17])
     assert cache["cache_bytes"].iloc[0] < cache["twin_cache_bytes"].iloc[0] / 3
+
+
+def test_a_parallel_hybrid_keeps_every_layers_kv_and_adds_the_state():
+    config = load_model("falcon-h1-tiny-90m")  # attention and Mamba-2 side by side in every layer
+    ours, twin = compile_model(config), compile_model(attention_twin(config))
+    assert ours.kv_per_token(2.0) == twin.kv_per_token(2.0) and ours.state_bytes(2.0) > 0 == twin.state_bytes(2.0)
 
 
 def test_a_pure_ssm_never_reaches_the_kv_wall():
