@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .config import (DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _bad, _flag,
-                     _max_positions, _optional, _require)
+                     _max_positions, _optional, _require, _whole)
 
 STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",
                   "minimax_m1")  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
@@ -58,10 +58,16 @@ def _mamba_prefixed(hf: dict, name: str, d_model: int, inner_key: str = "") -> d
                 ssm_conv_bias=_flag(hf, "mamba_conv_bias", name, True), ssm_proj_bias=_flag(hf, "mamba_proj_bias", name))
 
 
+def _listed(value, allowed, length: int) -> bool:
+    """A list of `length` entries, each one of `allowed` (strings or whole numbers; no bools, no lists)."""
+    return (isinstance(value, list) and len(value) == length
+            and all(isinstance(t, (str, int)) and not isinstance(t, bool) and t in allowed for t in value))
+
+
 def _kinds(hf: dict, name: str, key: str, n_layers: int, mapping: dict) -> tuple:
     types = hf.get(key)
-    if not isinstance(types, list) or len(types) != n_layers or set(types) - set(mapping):
-        raise _bad(name, key, types, f"a list of {n_layers} entries from {', '.join(mapping)}")
+    if not _listed(types, mapping, n_layers):
+        raise _bad(name, key, types, f"a list of {n_layers} entries from {', '.join(map(str, mapping))}")
     return tuple(mapping[t] for t in types)
 
 
@@ -182,7 +188,7 @@ def _nemotron_pattern(hf: dict, name: str, n_layers: int) -> str:
     pattern = hf.get("hybrid_override_pattern")
     if pattern is None and isinstance(hf.get("layers_block_type"), list):
         blocks = hf["layers_block_type"]
-        if not all(b in NEMOTRON_BLOCKS for b in blocks):
+        if not _listed(blocks, NEMOTRON_BLOCKS, len(blocks)):
             raise _bad(name, "layers_block_type", blocks, f"a list of {', '.join(NEMOTRON_BLOCKS)}")
         pattern = "".join(NEMOTRON_BLOCKS[b] for b in blocks)
     if not isinstance(pattern, str) or len(pattern) != n_layers or set(pattern) - set(NEMOTRON_KINDS):
@@ -222,8 +228,7 @@ def _qwen3_next(hf: dict, name: str) -> dict:
     if types is None:  # transformers' default: every full_attention_interval-th layer is full attention
         every = _optional(hf, "full_attention_interval", name, default=4, minimum=1)
         types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n_layers)]
-    if (not isinstance(types, list) or len(types) != n_layers
-            or set(types) - {"full_attention", "linear_attention"}):
+    if not _listed(types, ("full_attention", "linear_attention"), n_layers):
         raise _bad(name, "layer_types", types, f"a list of {n_layers} entries, each \"full_attention\" or "
                    f"\"linear_attention\"")
     experts = _require(hf, "num_experts", name)
@@ -233,7 +238,7 @@ def _qwen3_next(hf: dict, name: str) -> dict:
         raise _bad(name, "shared_expert_intermediate_size", shared, f"a multiple of moe_intermediate_size ({d_expert})")
     sparse_step = _optional(hf, "decoder_sparse_step", name, default=1, minimum=1)
     dense_layers = hf.get("mlp_only_layers") or []
-    if not isinstance(dense_layers, list) or not all(isinstance(i, int) for i in dense_layers):
+    if not isinstance(dense_layers, list) or not all(_whole(i) for i in dense_layers):
         raise _bad(name, "mlp_only_layers", dense_layers, "a list of layer indices")
     value_heads = _require(hf, "linear_num_value_heads", name)
     key_heads = _require(hf, "linear_num_key_heads", name)
