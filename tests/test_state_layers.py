@@ -152,3 +152,25 @@ def test_an_unknown_layer_kind_names_the_field():
         config.with_overrides(layer_attention=("mamba3",) * config.n_layers)
     with pytest.raises(ValueError, match="ssm_inner"):
         config.with_overrides(layer_attention=("mamba2",) * config.n_layers)
+
+
+
+def test_the_batching_simulator_admits_as_many_pure_ssm_sequences_as_states_fit():
+    import numpy as np
+    from roofline.serving.batching import Workload, simulate
+    config = load_model("mamba-codestral-7b")
+    compiled, hw = compile_model(config), load_hardware("h100-sxm")
+    fit = int((hw.memory_bytes - compiled.params * 2) // compiled.state_bytes(2.0))  # tokens cost nothing
+    work = Workload(np.zeros(fit + 40), np.full(fit + 40, 16), np.full(fit + 40, 2))
+    result = simulate(config, hw, work, max_batch=4 * fit)
+    assert result.trace_batch.max() == fit
+
+
+def test_pipeline_stages_hold_the_state_once_per_sequence():
+    from roofline.serving.pipeline import analyze_pipeline
+    config = load_model("nemotron-nano-9b-v2")
+    compiled = compile_model(config)
+    cache = 8 * (compiled.state_bytes(2.0) + 1025 * compiled.kv_per_token(2.0))
+    for pp in (1, 2):
+        stages = analyze_pipeline(config, "h100-sxm", pp=pp, batch=8, prompt=1024, gen=1).stage_memory_bytes
+        assert sum(stages) == pytest.approx(parameter_count(config) * 2 + cache, rel=1e-9)
