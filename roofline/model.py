@@ -12,7 +12,7 @@ import sympy as sp
 
 from . import ops as o
 from . import hybrid
-from .config import MOE, NONE, PARALLEL, STATE_MIXERS, WINDOW, ModelConfig
+from .config import MAMBA2, MOE, NONE, PARALLEL, STATE_MIXERS, WINDOW, ModelConfig
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, b_kv, k
 from .symbols import Di, Fs, G, Kc, Nh, Ns, Q, Rdt, b_s
@@ -113,7 +113,7 @@ def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase
     if cfg.attn_output_gate:
         ops[-1:-1] = hybrid.output_gate_ops()
     if attention_kind == PARALLEL:  # Falcon-H1: Mamba-2 on the same normed input, outputs summed
-        ops += hybrid.state_mixer_ops(cfg, hybrid.MAMBA2)
+        ops += hybrid.state_mixer_ops(cfg, MAMBA2)
     if cfg.norms_per_layer == 4:
         ops.append(o.norm("post_attn_norm", D))
     return ops

@@ -88,8 +88,11 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
     grows = any(kind in ATTENTION_KINDS + (PARALLEL,) for kind in config.layer_attention)
     note = ("" if value == value else "never: the windowed KV cache stays below the weights" if grows
             else "never: no layer's cache grows with the context (constant state only)")
-    if config.has_state and value == value:
-        note = "the constant state's read counts with the KV"
+    if config.has_state:  # where the wall would be if every state mixer were attention (constant_state)
+        from ..constant_state import attention_twin
+        _, twin = derivations.kv_equals_weights_context(attention_twin(config), precision)
+        note = (f"{note}; " if note else "the constant state's read counts with the KV; ") + \
+            f"all-attention twin: S = {twin:,.0f}"
     return Crossover("kv_equals_weights_context", sp.Eq(S, expr, evaluate=False), value,
                      {"b_w": precision.weight_bytes, "b_kv": precision.kv_bytes}, note)
 
