@@ -97,6 +97,23 @@ Attention, KV cache, decode
       positions are an embedding lookup (no FLOPs). The head is tied to ``wte``
       (counted once in parameters). The head matmul is counted.
 
+Constant-state families (mamba2, qwen3_next, nemotron_h, granitemoehybrid, jamba, falcon_h1, minimax)
+    Without mamba_ssm, causal_conv1d or fla, transformers runs its torch reference paths, and the
+    counter sees: every projection as ``aten.mm`` (equal to ours); the depthwise conv as
+    ``aten.convolution`` over ``T + K_c - 1`` output positions in prefill (padded both sides, then cut)
+    and 2 in decode (the ``K_c`` cached inputs plus the new one), where ours counts T; and, as
+    ``aten.bmm``, the chunked scans' einsums. HF's Mamba-2 reference pads T up to ``chunk_size``,
+    computes C Bᵀ per head (kernels: per group) and the inter-chunk recurrence as a dense
+    ``(chunks + 1)²`` einsum (kernels: a sequential pass, elementwise); its gated delta rule pads to
+    64-token chunks and solves the WY system with ``solve_triangular``, which has no FLOP formula
+    (MISSED); Jamba's Mamba-1 slow path counts only the readout ``y = h C`` (the state update is
+    elementwise, MISSED); MiniMax's lightning attention is counted block by block exactly. The
+    recurrent decode steps are elementwise (MISSED) except Mamba-2's readout bmm and MiniMax's two
+    state matmuls. tests/test_state_oracles.py states each difference as an identity. These torch
+    paths call ``.item()``, so they do not run on the meta device. Caches: ``conv_states`` (B,
+    channels, K_c) in the model dtype and ``recurrent_states`` in float32 (MiniMax: ``linear_cache``
+    in the model dtype); see :func:`hf_cache_bytes`.
+
 Meta device
     Every forward here also runs on ``device="meta"`` (shapes only, no memory),
     with "batched_mm" experts because the eager expert loop calls ``nonzero()``.

@@ -127,3 +127,19 @@ def test_state_bytes_equal_the_hugging_face_cache_and_stay_flat_in_the_prompt(ca
 def test_the_oracle_catches_a_state_sized_with_the_conv_channels_of_the_heads_alone():
     wrong = config("mamba2").with_overrides(ssm_groups=1)  # B, C not widened by the groups
     assert 2 * compile_model(wrong).state_bytes(2.0) != hf_cache_bytes(TINY_CONFIGS["mamba2"], 2, 4)["state"]
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_projection_and_conv_flops_of_a_real_config_equal_the_flop_counter(phase):
+    # The state families' torch paths call .item(), so they cannot run on the meta device: the one real
+    # config small enough for a CPU forward is Falcon-H1-Tiny-90M (attention and Mamba-2 in every layer).
+    import json
+    from roofline.config import MODELS_DIR
+    raw = json.loads((MODELS_DIR / "falcon-h1-tiny-90m.json").read_text())
+    cfg = ModelConfig.from_hf_config(raw, name="falcon-h1-tiny-90m")
+    hf = hf_flops_by_op(raw, 1, 64, phase)
+    ours = ours_by_kind(cfg, phase, 1, 64)
+    tokens = 64 if phase == "prefill" else 1
+    positions = tokens + cfg.conv_kernel - 1 if phase == "prefill" else 2
+    assert ours["mm"] == hf["aten.mm"]
+    assert ours["conv"] * positions / tokens == hf["aten.convolution"]
