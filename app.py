@@ -27,7 +27,9 @@ from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.engine import ENGINES_DIR
-from roofline.config import CHUNKED, FAMILIES, GLOBAL, WINDOW
+from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, WINDOW
+from roofline.config_state import STATE_FAMILIES
+from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.evaluate import DEFAULT_PREFILL_CHUNK
@@ -44,6 +46,7 @@ REGIME_CONTEXTS = np.unique(np.round(np.geomspace(128, 131072, 21)))
 MEASUREMENTS_DIR = Path(__file__).resolve().parent / "data" / "measurements"
 FIGURE_DPI = 115
 CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the target's step"
+CACHE_CONTEXTS = 2 ** np.arange(10, 21)  # 1k .. 1M tokens
 OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
 OFF = "off (ideal bound)"
 FIX_CONFIG = "**Fix:** change the sidebar setting the message names, or set it back to its default."
@@ -172,7 +175,8 @@ def sidebar_model() -> ModelConfig:
         return uploaded_model(upload.getvalue(), upload.name)
     except ValueError as err:
         st.error(f"**The uploaded config cannot be used.** {err}\n\n**Fix:** upload a Hugging Face `config.json` "
-                 f"(the one next to the weights) whose `model_type` is one of {', '.join(FAMILIES)}, or remove the "
+                 f"(the one next to the weights) whose `model_type` is one of "
+                 f"{', '.join(FAMILIES + STATE_FAMILIES)}, or remove the "
                  f"upload. Showing the bundled **{name}** meanwhile.")
         return bundled_model(name)
 
@@ -251,6 +255,9 @@ def sidebar_overrides(config: ModelConfig) -> dict:
                                index=divisors(config.n_layers).index(config.cla_factor), key="cla" + at)
             if cla != config.cla_factor:
                 overrides["cla_factor"] = cla
+        if config.has_state and st.checkbox("All-attention twin: make every SSM / linear-attention layer attention",
+                                            key="twin" + at):
+            overrides["layer_attention"] = attention_twin(config).layer_attention
         if config.n_experts:
             top_k = st.slider("MoE top-k (experts per token)", 1, config.n_experts, config.top_k, key="top_k" + at)
             if top_k != config.top_k:
@@ -263,13 +270,15 @@ def window_overrides(config: ModelConfig, at: str) -> dict:
     pattern = f"{config.layer_attention.count(WINDOW)} of {config.n_layers} layers windowed" if windowed else "all global"
     modes = (OWN, ALL_WINDOWED, NO_WINDOW) if windowed else (OWN, ALL_WINDOWED)
     mode = st.radio(f"Sliding window (model: {pattern})", modes, key="window_mode" + at)
+    def attention_made(kind):  # constant-state and MLP-only layers keep their kind
+        return tuple(kind if k in ATTENTION_KINDS else k for k in config.layer_attention)
     if mode == NO_WINDOW:
-        return {"window": 0, "layer_attention": (GLOBAL,) * config.n_layers}
+        return {"window": 0, "layer_attention": attention_made(GLOBAL)}
     if mode == OWN and not windowed:
         return {}
     size = st.number_input("window W (tokens)", 1, 1 << 22, config.window or 4096, step=512, key="window" + at)
     if mode == ALL_WINDOWED:
-        return {"window": int(size), "layer_attention": (WINDOW,) * config.n_layers}
+        return {"window": int(size), "layer_attention": attention_made(WINDOW)}
     return {"window": int(size)} if size != config.window else {}
 
 
@@ -503,8 +512,28 @@ def page_memory(analysis: Analysis, setup: Setup) -> None:
         hide_index=True)
     chunk = analysis.prefill_chunk
     assumed = f"one {chunk}-token prefill chunk" if chunk else "every prompt of the batch prefilled at once"
+    state = metrics["state_bytes_per_sequence"].iloc[0]
     st.caption(f"{METRIC_DEFINITIONS['memory_bytes']}. Activations here: {assumed} (sidebar: prefill chunk). "
-               f"KV cache: {fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence.")
+               f"KV cache: {fmt_bytes(metrics['kv_bytes_per_token'].iloc[0])} per token per sequence"
+               + (f", plus a constant state of {fmt_bytes(state)} per sequence (SSM / linear-attention layers)."
+                  if state else "."))
+    layer_kinds(analysis, setup)
+
+
+def layer_kinds(analysis: Analysis, setup: Setup) -> None:
+    """Memory and step time by layer kind; for a model with constant-state layers, its cache against context."""
+    kinds = layer_kind_table(analysis, setup.batch, setup.prompt, setup.gen)
+    st.subheader("By layer kind")
+    st.dataframe(pd.DataFrame({
+        "layers": kinds["group"], "count": kinds["layers"],
+        f"KV / sequence at {setup.prompt + setup.gen} tokens": kinds["kv_bytes"].map(fmt_bytes),
+        "constant state / sequence": kinds["state_bytes"].map(fmt_bytes),
+        f"prefill time, B={setup.batch}": kinds["prefill_s"].map(fmt_seconds),
+        f"decode time, B={setup.batch}": kinds["decode_s"].map(fmt_seconds)}), hide_index=True)
+    if analysis.config.has_state:
+        cache = cache_against_context(analysis.config, CACHE_CONTEXTS, analysis.deployment.precision)
+        st.image(figure_png("cache_against_context", cache,
+                            title=f"{analysis.config.name}: cache per sequence against context"))
 
 
 def op_frame(ops: pd.DataFrame) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import sympy as sp
 from .config import ModelConfig
 from .cost import BYTE_CATEGORIES
 from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
+from .model import state_bytes_expr
 from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
 from .symbols import B, S, T, b_a, b_kv, b_w
 
@@ -122,6 +123,16 @@ class CompiledModel:
     # (the others cost the same at every step); per-sequence ones at B = 1, then scaled by B.
     decode_context: CompiledPhase
     decode_context_per_sequence: bool
+    # (b_kv) -> bytes one sequence's constant-state layers hold whatever S (0 without such layers);
+    # kv_cache includes it, so kv_cache(1, S) = kv_per_token * S + state (window layers capped at W).
+    state_cache: object = None
+
+    def state_bytes(self, kv_bytes) -> float:
+        return float(self.state_cache(kv_bytes)) if self.state_cache is not None else 0.0
+
+    def kv_per_token(self, kv_bytes) -> float:
+        """Bytes a sequence's cache grows by per token (attention layers only), state left out."""
+        return float(self.kv_cache(1.0, 1.0, kv_bytes)) - self.state_bytes(kv_bytes)
 
 
 @lru_cache(maxsize=64)
@@ -138,6 +149,7 @@ def compile_model(config: ModelConfig, options: Options = Options()) -> Compiled
         kv_cache_expr=kv_expr,
         decode_context=_compile(context, DECODE),
         decode_context_per_sequence=all(per_sequence(p) for p in context),
+        state_cache=sp.lambdify((b_kv,), state_bytes_expr(config, options), modules="numpy"),
     )
 
 

@@ -38,6 +38,13 @@ MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a numbe
 DENSE, MOE = "dense", "moe"
 # Hugging Face's per-layer attention kinds (config.json `layer_types`) and ours.
 LAYER_TYPES = {"full_attention": GLOBAL, "sliding_attention": WINDOW, "chunked_attention": CHUNKED}
+# Constant-state mixers (roofline/state_ops.py), a layer with attention and Mamba-2 side by side
+# (Falcon-H1) and layers without a mixer or without an MLP (Nemotron-H's one-op layers).
+MAMBA2, MAMBA, DELTANET, LINEAR, PARALLEL, NONE = "mamba2", "mamba", "deltanet", "linear", "parallel", "none"
+STATE_MIXERS = (MAMBA2, MAMBA, DELTANET, LINEAR, PARALLEL)  # mixers that keep a per-sequence state
+# ATTENTION_KINDS (above): mixers whose cache grows with the context (chunked: up to the chunk)
+MIXER_KINDS = ATTENTION_KINDS + STATE_MIXERS + (NONE,)
+MLP_KINDS = (DENSE, MOE, NONE)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,21 @@ class ModelConfig:
     attention_sinks: bool = False  # gpt-oss: one learned softmax logit per head per layer (N parameters)
     router_param_bias: bool = False  # gpt-oss: the router linear has a learned bias (E parameters)
     expert_bias: bool = False  # gpt-oss: biases on every routed expert's projections
+    # Constant-state mixers (0 = not used): Mamba-2 / DeltaNet / Mamba-1 shapes, see roofline/state_ops.py.
+    ssm_inner: int = 0  # Di: Mamba d_inner (expand x D; heads x head_dim); DeltaNet value heads x value dim
+    ssm_state: int = 0  # Ns: Mamba d_state; DeltaNet key head dim
+    ssm_heads: int = 0  # Nh: Mamba-2 heads; DeltaNet value heads
+    ssm_groups: int = 0  # G: Mamba-2 n_groups; DeltaNet key heads
+    conv_kernel: int = 0  # Kc
+    dt_rank: int = 0  # Rdt (Mamba-1)
+    ssm_chunk: int = 0  # Q: chunk length of the prefill scan
+    state_bytes: int = 4  # b_s: the recurrent state's element width (fp32 in HF and mamba_ssm); 0: the KV's (b_kv)
+    ssm_conv_bias: bool = True  # Mamba's conv1d carries a bias (DeltaNet's does not)
+    ssm_proj_bias: bool = False  # Mamba in_proj/out_proj bias
+    attn_output_gate: bool = False  # Qwen3-Next: a sigmoid gate on the attention output, from q_proj
+    shared_expert_gate: bool = False  # Qwen3-Next: a sigmoid gate (D -> 1) on the shared expert
+    shared_expert_width: int = 0  # Fs: one shared gated MLP of this width beside the routed experts (Granite-4.0-H)
+    ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1: a plain gate when off)
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -104,11 +126,12 @@ class ModelConfig:
             object.__setattr__(self, "layer_attention", (WINDOW if self.window else GLOBAL,) * self.n_layers)
         if not self.layer_mlp:
             object.__setattr__(self, "layer_mlp", (MOE if self.n_experts else DENSE,) * self.n_layers)
-        for name, allowed in (("layer_attention", ATTENTION_KINDS), ("layer_mlp", (DENSE, MOE))):
+        for name, allowed in (("layer_attention", MIXER_KINDS), ("layer_mlp", MLP_KINDS)):
             pattern = tuple(getattr(self, name))
             object.__setattr__(self, name, pattern)
             if len(pattern) != self.n_layers or set(pattern) - set(allowed):
                 raise ValueError(f"model {self.name!r}: {name} must list {self.n_layers} entries from {allowed}")
+        _check_state_dims(self)
         if WINDOW in self.layer_attention and self.window <= 0:
             raise ValueError(f"model {self.name!r}: window layers need window > 0")
         if MOE in self.layer_mlp and not (self.n_experts and self.d_expert and 0 < self.top_k <= self.n_experts):
@@ -138,6 +161,11 @@ class ModelConfig:
         """MLA caches one shared latent, not per-head K and V: KV-head counts do not apply to it."""
         return not self.is_mla
 
+    @property
+    def has_state(self) -> bool:
+        """Whether some layer keeps a constant per-sequence state (an SSM or linear-attention mixer)."""
+        return any(kind in STATE_MIXERS for kind in self.layer_attention)
+
     def layer_kinds(self) -> Counter:
         """How many layers have each (attention, mlp) pattern."""
         return Counter(zip(self.layer_attention, self.layer_mlp))
@@ -157,13 +185,40 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise ValueError(f"config {name!r}: expected a JSON object, got {type(hf).__name__}")
         family = hf.get("model_type")
-        if family not in FAMILIES:
-            raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
+        from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
+        if family not in FAMILIES + STATE_FAMILIES:
+            raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: "
+                             f"{', '.join(FAMILIES + STATE_FAMILIES)}")
         digest = hashlib.sha256(json.dumps(hf, sort_keys=True).encode()).hexdigest()[:12]
-        if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
-            hf, family = _language_model(hf, family, name)
-        fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
+        if family in STATE_FAMILIES:
+            fields = state_family_fields(hf, family, name)
+        else:
+            if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
+                hf, family = _language_model(hf, family, name)
+            fields = _gpt2_fields(hf, name) if family == "gpt2" else _decoder_fields(hf, family, name)
         return cls(name=name, family=family, source_hash=digest, **fields)
+
+
+def _check_state_dims(config: ModelConfig) -> None:
+    """Each constant-state mixer kind names the dimensions it needs (0 = unset)."""
+    needs = {MAMBA2: ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "ssm_chunk"),
+             PARALLEL: ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "ssm_chunk"),
+             DELTANET: ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "ssm_chunk"),
+             MAMBA: ("ssm_inner", "ssm_state", "conv_kernel", "dt_rank"), LINEAR: ("ssm_chunk",)}
+    for name in ("ssm_inner", "ssm_state", "ssm_heads", "ssm_groups", "conv_kernel", "dt_rank", "ssm_chunk",
+                 "state_bytes", "shared_expert_width"):
+        value = getattr(config, name)
+        if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
+            raise ValueError(f"model {config.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
+                             f"got {value!r}")
+    for kind in sorted(set(config.layer_attention) & set(needs)):
+        missing = [name for name in needs[kind] if not getattr(config, name)]
+        if missing:
+            raise ValueError(f"model {config.name!r}: layer_attention has {kind!r} layers, which need "
+                             f"{', '.join(missing)} > 0")
+    if config.ssm_heads and (config.ssm_inner % config.ssm_heads or config.ssm_heads % max(config.ssm_groups, 1)):
+        raise ValueError(f"model {config.name!r}: ssm_heads ({config.ssm_heads}) must divide ssm_inner "
+                         f"({config.ssm_inner}) and be a multiple of ssm_groups ({config.ssm_groups})")
 
 
 def check_context(config: ModelConfig, tokens, what: str = "prompt + gen", allow: bool = False) -> None:

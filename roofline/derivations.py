@@ -107,3 +107,17 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
             if value > 0 and all((value <= m.args[0]) == (piece == "below") for m in windows):
                 return expr, value
     return sp.nan, float("nan")
+
+
+def state_decode_intensity() -> dict[str, sp.Expr]:
+    """A Mamba-2 SSD decode step (T = 1) in bf16 activations: FLOPs over bytes has no S (the state is
+    read and written whatever the context) and B only through the 3 Nh per-head constants (each sequence
+    has its own state, so batching does not raise it); -> 2 / b_s as
+    Di, Ns -> oo (0.5 FLOP/byte for an fp32 state). Contrast attention_limits()['decode']: S / (S + 1)."""
+    from . import state_ops
+    from .symbols import Di, Ns, Q, b_s
+    one_token = intensity([state_ops.ssd_scan()]).xreplace({T: 1, b_a: 2, b_w: 2})
+    expr = sp.simplify(one_token.xreplace({sp.Min(1, Q): 1}))  # a chunk of one token
+    grow = sp.Symbol("x", positive=True)
+    return {"general": expr, "limit": sp.limit(expr.xreplace({Di: grow, Ns: grow}), grow, sp.oo),
+            "fp32_state": sp.limit(expr.xreplace({Di: grow, Ns: grow, b_s: 4}), grow, sp.oo)}

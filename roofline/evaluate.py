@@ -51,7 +51,9 @@ def workspace(d: Deployment, prompt, prefill_chunk=DEFAULT_PREFILL_CHUNK):
 
 
 def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUNK) -> dict[str, np.ndarray]:
-    """Bytes one GPU holds: its weights, the batch's KV cache at prompt + gen tokens, one prefill chunk's workspace."""
+    """Bytes one GPU holds: its weights, the batch's cache at prompt + gen tokens (attention KV growing with
+    the tokens, plus the constant state of SSM / linear-attention layers once per sequence), one prefill
+    chunk's workspace."""
     cm, (w, _, kv) = d.compiled, d.precision.byte_widths
     weight_bytes = cm.params * w
     kv_per_sequence = cm.kv_cache(1.0, prompt + gen, kv)
@@ -60,7 +62,8 @@ def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUN
     # Below `pieces` sequences each brings its own workspace; past it the chunk's workspace is fixed.
     few = np.floor(free / (kv_per_sequence + per_piece))
     many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * per_piece, 0.0) / kv_per_sequence)
-    out = {"params": float(cm.params), "weight_bytes": weight_bytes, "kv_bytes_per_token": cm.kv_cache(1.0, 1.0, kv),
+    out = {"params": float(cm.params), "weight_bytes": weight_bytes, "kv_bytes_per_token": cm.kv_per_token(kv),
+           "state_bytes_per_sequence": cm.state_bytes(kv),
            "kv_bytes": batch * kv_per_sequence, "workspace_bytes": np.minimum(batch, pieces) * per_piece,
            "max_batch": np.where(few < pieces, few, many)}
     out["memory_bytes"] = weight_bytes + out["kv_bytes"] + out["workspace_bytes"]

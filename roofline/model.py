@@ -11,9 +11,11 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import ops as o
-from .config import CHUNKED, MOE, WINDOW, ModelConfig
+from . import hybrid
+from .config import CHUNKED, MAMBA2, MOE, NONE, PARALLEL, STATE_MIXERS, WINDOW, ModelConfig
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, k
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
+from .symbols import Di, Fs, G, Kc, Nh, Ns, Q, Rdt, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -87,21 +89,46 @@ class PlacedOp:
 
 
 def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Options, phase: str) -> list[o.Op]:
+    """A layer's ops: input norm and mixer (attention, a constant-state mixer, both, or none), then
+    norm and MLP (dense, MoE or none: Nemotron-H's layers are one or the other)."""
+    ops = [] if attention_kind == NONE else [o.norm("attn_norm", D, cfg.layer_norm)]
+    if attention_kind in STATE_MIXERS and attention_kind != PARALLEL:
+        ops += hybrid.state_mixer_ops(cfg, attention_kind)
+    elif attention_kind != NONE:
+        ops += attention_ops(cfg, attention_kind, options, phase)
+    if mlp_kind != NONE:
+        ops += mlp_ops(cfg, mlp_kind)
+    return ops
+
+
+def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase: str) -> list[o.Op]:
     window = attention_kind == WINDOW
-    ops = [o.norm("attn_norm", D, cfg.layer_norm)]
+    ops = []
     if cfg.is_mla:
         form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
         ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window)
     else:
         ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor,
                            chunked=attention_kind == CHUNKED)
+        if cfg.attn_output_gate:
+            ops[-1:-1] = hybrid.output_gate_ops()  # before o_proj
         ops += attention_extras(cfg, attention_kind)
+    if attention_kind == PARALLEL:  # Falcon-H1: Mamba-2 on the same normed input, outputs summed
+        ops += hybrid.state_mixer_ops(cfg, MAMBA2)
     if cfg.norms_per_layer == 4:
         ops.append(o.norm("post_attn_norm", D))
-    ops.append(o.norm("mlp_norm", D, cfg.layer_norm))
+    return ops
+
+
+def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
+    ops = [o.norm("mlp_norm", D, cfg.layer_norm)]
     if mlp_kind == MOE:
         ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias,
                            router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias)
+        if cfg.shared_expert_width:  # one shared gated MLP whose width is its own (not Es x Fe)
+            ops += o.gated_mlp("shared_experts", Fs)
+        if cfg.shared_expert_gate:
+            ops.append(o.linear("shared_experts.gate", D, 1))  # sigmoid(X (n,D) @ w (D,1)) scales the shared expert
     elif cfg.gated_mlp:
         ops += o.gated_mlp(bias=cfg.mlp_bias)
     else:
@@ -143,7 +170,10 @@ def dimensions(cfg: ModelConfig) -> dict:
             V: cfg.vocab_size, W: cfg.window or 1, P: cfg.learned_positions or 1,
             E: cfg.n_experts or 1, k: cfg.top_k or 1, Fe: cfg.d_expert or 1, Es: cfg.n_shared_experts or 1,
             C: cfg.kv_lora_rank or 1, Cq: cfg.q_lora_rank or 1, R: cfg.qk_rope_dim or 1,
-            Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1, Wc: cfg.chunk or 1}
+            Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1, Wc: cfg.chunk or 1,
+            Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
+            Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
+            Fs: cfg.shared_expert_width or 1}
 
 
 def phase_substitution(phase: str) -> dict:
@@ -161,8 +191,8 @@ def phase_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECOD
     (and T for QUERIES)."""
     values = {**dimensions(cfg), **phase_substitution(phase)}
     bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
-    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul), p.count, p.window,
-                     p.chunked)
+    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul, bind(p.op.state)),
+                     p.count, p.window, p.chunked)
             for p in symbolic_ops(cfg, options, phase)]
 
 
@@ -176,7 +206,9 @@ def parameter_count(cfg: ModelConfig) -> int:
 
 
 def kv_cache_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:
-    """KV-cache bytes for B sequences holding S tokens each; window layers keep only the last W.
+    """Cache bytes for B sequences holding S tokens each: the KV of attention layers grows with S
+    (window layers keep only the last W); a constant-state layer's conv and recurrent state is held
+    once per sequence, flat in S. Both are "the cache": what a sequence keeps between steps.
 
     Chunked layers hold at most the Wc keys of the current chunk: ((S-1) mod Wc) + 1 of them at context S
     (ops.chunk_keys); memory is sized for the most a sequence reaches, min(S, Wc).
@@ -184,6 +216,9 @@ def kv_cache_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:
     one_token = {B: 1}
     stored = sp.Integer(0)
     for p in phase_ops(cfg, options, DECODE):
+        if p.op.state != 0:
+            stored += p.count * p.op.state
+            continue
         per_token = p.op.cost.kv_write.xreplace(one_token)
         if per_token != 0:
             stored += p.count * per_token * (sp.Min(S, cfg.window) if p.window else sp.Min(S, cfg.chunk) if p.chunked
@@ -197,3 +232,8 @@ def active_parameter_count(cfg: ModelConfig) -> int:
     placed = phase_ops(cfg, Options(), DECODE)
     routed = sum(p.op.params * p.count for p in placed if p.op.name.startswith("experts."))
     return int(parameter_count(cfg) - routed + routed * sp.Rational(cfg.top_k, cfg.n_experts or 1))
+
+
+def state_bytes_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:
+    """Bytes one sequence's constant-state layers hold (conv + recurrent state), whatever S: in b_kv."""
+    return sum((p.count * p.op.state for p in phase_ops(cfg, options, DECODE)), sp.Integer(0))

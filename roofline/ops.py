@@ -24,6 +24,7 @@ class Op:
     cost: Cost
     params: sp.Expr = ZERO  # weight elements this op owns
     matmul: str = NO_MATMUL  # which precision pair the matmul runs in
+    state: sp.Expr = ZERO  # bytes per sequence kept between steps whatever S (constant-state mixers' cache)
 
 
 def tokens() -> sp.Expr:

@@ -55,7 +55,21 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     kv_heads = max(k // tp, 1) if config.has_kv_heads else heads
     return replace(config, name=f"{config.name}/tp{tp}", n_heads=heads, n_kv_heads=kv_heads,
                    d_ff=math.ceil(config.d_ff / tp), vocab_size=math.ceil(config.vocab_size / tp),
-                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0)
+                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0, **_state_shard(config, tp))
+
+
+def _state_shard(config: ModelConfig, tp: int) -> dict:
+    """Constant-state mixers split by their heads (vLLM's MambaMixer2, GatedDeltaNet): Di and Nh by tp, the
+    B/C groups (DeltaNet key heads) by tp or replicated when tp > G; the conv and state follow."""
+    if not config.ssm_heads:  # Mamba-1 (Jamba): the Di channels split evenly; lightning attention follows N
+        if config.ssm_inner and config.ssm_inner % tp:
+            raise ValueError(f"tp: {tp} must divide the {config.ssm_inner} Mamba channels of {config.name!r}")
+        return dict(ssm_inner=config.ssm_inner // tp) if config.ssm_inner else {}
+    heads, groups = config.ssm_heads, config.ssm_groups
+    if heads % tp or (groups % tp if tp <= groups else tp % groups):
+        raise ValueError(f"tp: {tp} must divide the {heads} state heads of {config.name!r} and divide (or be a "
+                         f"multiple of) its {groups} groups")
+    return dict(ssm_inner=config.ssm_inner // tp, ssm_heads=heads // tp, ssm_groups=max(groups // tp, 1))
 
 
 def stage_layers(n_layers: int, pp: int) -> list[range]:
@@ -95,32 +109,38 @@ def routed_params(config: ModelConfig, options: Options) -> int:
 
 
 @lru_cache(maxsize=32)
-def _layer_storage(config: ModelConfig, options: Options) -> tuple[dict, dict, dict]:
-    """Per layer group: weight elements and KV elements per token; embed/head weight elements."""
-    params, kv, ends = {}, {}, {}
+def _layer_storage(config: ModelConfig, options: Options, kv_bytes: float = 1.0) -> tuple[dict, dict, dict, dict]:
+    """Per layer group: weight elements, KV elements per token, constant-state bytes per sequence (SSM and
+    linear-attention layers, at `kv_bytes` where the state follows the KV's width); embed/head weight elements."""
+    params, kv, ends, state = {}, {}, {}, {}
     for p in phase_ops(config, options, DECODE):
         if p.op_name.in_layers:
             params[p.group] = params.get(p.group, 0) + int(p.op.params)
+            if p.op.state != 0:  # read and written whole every step: held once per sequence, not per token
+                state[p.group] = state.get(p.group, 0.0) + float(sp.sympify(p.op.state).xreplace({b_kv: kv_bytes}))
+                continue
             # A decode step writes each new token's K/V once per layer: kv_write at B = 1, b_kv = 1.
             kv_one = sp.sympify(p.op.cost.kv_write).xreplace({B: 1, b_kv: 1})
             kv[p.group] = kv.get(p.group, 0) + float(kv_one)
         else:
             ends[p.group] = ends.get(p.group, 0) + int(p.op.params)
-    return params, kv, ends
+    return params, kv, ends, state
 
 
 def stage_memory_bytes(local: ModelConfig, config: ModelConfig, pp: int, batch, tokens, precision: Precision,
                        options: Options) -> list[float]:
     """Weights and KV cache (batch sequences of `tokens` tokens) each stage's GPU holds; `local` is one
     tensor-parallel shard of `config`."""
-    params, kv, ends = _layer_storage(local, options)
+    params, kv, ends, state = _layer_storage(local, options, precision.kv_bytes)
     out = []
     for layers in stage_layers(config.n_layers, pp):
-        weights = sum(params[layer_group(config.layer_attention[j], config.layer_mlp[j])] for j in layers)
-        stored = sum(kv[layer_group(config.layer_attention[j], config.layer_mlp[j])] * (min(tokens, config.window)
-                     if config.layer_attention[j] == WINDOW else min(tokens, config.chunk)
-                     if config.layer_attention[j] == CHUNKED else tokens) for j in layers)
-        out.append(weights * precision.weight_bytes + batch * stored * precision.kv_bytes)
+        groups = [layer_group(config.layer_attention[j], config.layer_mlp[j]) for j in layers]
+        weights = sum(params[g] for g in groups)
+        stored = sum(kv[g] * (min(tokens, config.window) if config.layer_attention[j] == WINDOW
+                              else min(tokens, config.chunk) if config.layer_attention[j] == CHUNKED else tokens)
+                     for j, g in zip(layers, groups))
+        held = sum(state.get(g, 0.0) for g in groups)  # a constant state per sequence, flat in the tokens
+        out.append(weights * precision.weight_bytes + batch * (stored * precision.kv_bytes + held))
     out[0] += ends["embed"] * precision.weight_bytes
     out[-1] += ends["head"] * precision.weight_bytes
     if local.tied_embeddings and pp > 1:  # the last stage keeps its own copy of the shared table

@@ -21,6 +21,15 @@
 | W      | sliding-window length                                |
 | Wc     | attention chunk length (Llama 4: a query sees only its own chunk) |
 | b_w, b_a, b_kv | bytes per element of weights, activations, KV cache (scales included) |
+| Di     | constant-state mixer inner width (Mamba d_inner; DeltaNet value heads x value dim) |
+| Ns     | state size per inner channel (Mamba d_state; DeltaNet key head dim)    |
+| Nh     | state heads (Mamba-2 nheads; DeltaNet value heads); head dim = Di/Nh  |
+| G      | groups sharing B and C (Mamba-2 ngroups; DeltaNet key heads)           |
+| Kc     | causal conv1d kernel width of a constant-state mixer                   |
+| Rdt    | Mamba-1 dt rank (x_proj's low-rank step size)                          |
+| Q      | chunk length of the chunked (SSD / delta-rule) prefill scan             |
+| b_s    | bytes per element of the recurrent state (fp32 in HF and mamba_ssm)    |
+| Fs     | shared-expert MLP width when it is not a multiple of Fe (Granite-4.0-H) |
 """
 import sympy as sp
 
@@ -32,6 +41,10 @@ W = sp.symbols("W", positive=True)
 Wc = sp.symbols("W_c", positive=True)  # attention chunk length (Llama 4's chunked layers)
 P = sp.symbols("P", positive=True)  # learned position table rows (GPT-2)
 b_w, b_a, b_kv = sp.symbols("b_w b_a b_kv", positive=True)
+# Constant-state mixers (Mamba-1/2, gated DeltaNet, lightning attention): see roofline/state_ops.py.
+Di, Ns, Nh, G, Kc, Rdt, Q = sp.symbols("D_i N_s N_h G K_c R_dt Q", positive=True)
+b_s = sp.symbols("b_s", positive=True)
+Fs = sp.symbols("F_s", positive=True)
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)

@@ -117,6 +117,23 @@ Families added in issue 14 (qwen3, qwen3_moe, gemma3, glm4_moe, kimi_k2, llama4,
       (Gemma3ForCausalLM, Llama4ForCausalLM); keys the file leaves out take the class defaults
       (gemma-3-27b has no ``vocab_size``: 262208). ``kimi_k2`` is built as ``deepseek_v3``.
 
+Constant-state families (mamba2, qwen3_next, nemotron_h, granitemoehybrid, jamba, falcon_h1, minimax)
+    Without mamba_ssm, causal_conv1d or fla, transformers runs its torch reference paths, and the
+    counter sees: every projection as ``aten.mm`` (equal to ours); the depthwise conv as
+    ``aten.convolution`` over ``T + K_c - 1`` output positions in prefill (padded both sides, then cut)
+    and 2 in decode (the ``K_c`` cached inputs plus the new one), where ours counts T; and, as
+    ``aten.bmm``, the chunked scans' einsums. HF's Mamba-2 reference pads T up to ``chunk_size``,
+    computes C Bᵀ per head (kernels: per group) and the inter-chunk recurrence as a dense
+    ``(chunks + 1)²`` einsum (kernels: a sequential pass, elementwise); its gated delta rule pads to
+    64-token chunks and solves the WY system with ``solve_triangular``, which has no FLOP formula
+    (MISSED); Jamba's Mamba-1 slow path counts only the readout ``y = h C`` (the state update is
+    elementwise, MISSED); MiniMax's lightning attention is counted block by block exactly. The
+    recurrent decode steps are elementwise (MISSED) except Mamba-2's readout bmm and MiniMax's two
+    state matmuls. tests/test_state_oracles.py states each difference as an identity. These torch
+    paths call ``.item()``, so they do not run on the meta device. Caches: ``conv_states`` (B,
+    channels, K_c) in the model dtype and ``recurrent_states`` in float32 (MiniMax: ``linear_cache``
+    in the model dtype); see :func:`hf_cache_bytes`.
+
 Meta device
     Every forward here also runs on ``device="meta"`` (shapes only, no memory),
     with "batched_mm" experts because the eager expert loop calls ``nonzero()``.
@@ -503,6 +520,56 @@ TINY_CONFIGS.update({
     },
 })
 
+# Constant-state families (Mamba-2 SSD, gated DeltaNet, Nemotron-H's one-op layers). Dims chosen so
+# that heads != groups, head_dim != state, and value heads != key heads: a formula mixing them fails.
+STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h", "granite-h", "jamba", "falcon-h1", "minimax")
+TINY_CONFIGS["mamba2"] = {
+    "model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101, "state_size": 16,
+    "expand": 2, "head_dim": 16, "num_heads": 8, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
+    "tie_word_embeddings": True, "use_bias": False, "use_conv_bias": True,
+}
+TINY_CONFIGS["qwen3-next"] = {
+    "model_type": "qwen3_next", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 131,
+    "intermediate_size": 96, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+    "linear_num_value_heads": 6, "linear_num_key_heads": 2, "linear_key_head_dim": 12, "linear_value_head_dim": 10,
+    "linear_conv_kernel_dim": 4, "num_experts": 5, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+    "moe_intermediate_size": 40, "shared_expert_intermediate_size": 40, "mlp_only_layers": [],
+    "full_attention_interval": 2, "partial_rotary_factor": 0.25, "max_position_embeddings": 128,
+    "tie_word_embeddings": False, "rms_norm_eps": 1e-6,
+}
+TINY_CONFIGS["nemotron-h"] = {
+    "model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 5, "vocab_size": 97,
+    "hybrid_override_pattern": "M-M*-", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
+    "intermediate_size": 88, "mamba_num_heads": 6, "mamba_head_dim": 12, "n_groups": 3, "ssm_state_size": 10,
+    "conv_kernel": 4, "chunk_size": 8, "max_position_embeddings": 128, "tie_word_embeddings": False,
+}
+
+TINY_CONFIGS["granite-h"] = {
+    "model_type": "granitemoehybrid", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101,
+    "intermediate_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "shared_intermediate_size": 56, "layer_types": ["mamba", "attention", "mamba"],
+    "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_n_groups": 2, "mamba_d_state": 12, "mamba_d_conv": 4,
+    "mamba_chunk_size": 8, "mamba_expand": 2, "tie_word_embeddings": False,
+}
+TINY_CONFIGS["jamba"] = {
+    "model_type": "jamba", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2,
+    "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1,
+    "mamba_d_state": 8, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 12, "tie_word_embeddings": False,
+}
+TINY_CONFIGS["falcon-h1"] = {
+    "model_type": "falcon_h1", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20, "mamba_d_ssm": 96, "mamba_n_heads": 8,
+    "mamba_d_head": 12, "mamba_n_groups": 2, "mamba_d_state": 12, "mamba_d_conv": 4, "mamba_chunk_size": 8,
+    "tie_word_embeddings": False,
+}
+TINY_CONFIGS["minimax"] = {
+    "model_type": "minimax", "hidden_size": 64, "num_hidden_layers": 2, "vocab_size": 101, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4,
+    "num_experts_per_tok": 2, "layer_types": ["linear_attention", "full_attention"], "block_size": 8,
+    "tie_word_embeddings": False,
+}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -536,6 +603,9 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
     """
     kw = copy.deepcopy(dict(language_model_config(config)))
     model_type = kw.pop("model_type")
+    if model_type == "minimax_m1":  # MiniMax's remote-code config: transformers' minimax is the same architecture
+        model_type = "minimax"
+        kw["layer_types"] = ["full_attention" if t else "linear_attention" for t in kw.pop("attn_type_list")]
     for key in _DROP_KEYS:
         kw.pop(key, None)
     cfg = AutoConfig.for_model(model_type, **kw)
@@ -649,11 +719,18 @@ def _run_counted(
                 model(
                     input_ids=new_tok,
                     attention_mask=mask,
-                    past_key_values=out.past_key_values,
                     use_cache=True,
                     logits_to_keep=logits_to_keep,
+                    **_cache_argument(out),
                 )
     return counter
+
+
+def _cache_argument(out: Any) -> dict[str, Any]:
+    """The cache a forward returned, as the next forward takes it (Mamba-2 calls it cache_params)."""
+    if getattr(out, "past_key_values", None) is not None:
+        return {"past_key_values": out.past_key_values}
+    return {"cache_params": out.cache_params}
 
 
 def hf_flops(
@@ -754,15 +831,24 @@ def hf_visible_keys(kind: str, size: int, context: int, queries: int) -> tuple[i
     return int(visible.sum()), int(visible.any(dim=0).sum())
 
 
+def _tensors_of(value: Any) -> list:
+    """A cache attribute's tensors: a tensor, or a list or dict of them (linear-attention layers keep
+    ``conv_states`` / ``recurrent_states`` as dicts by state index)."""
+    if isinstance(value, dict):
+        return list(value.values())
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     """All tensors held by a transformers cache object (5.x ``Cache`` with ``.layers``, or a legacy tuple)."""
     tensors: list[torch.Tensor] = []
     if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
-        for layer in cache.layers:
-            for name in ("keys", "values"):
+        for layer in cache.layers:  # linear-attention layers: .conv_states / .recurrent_states (lists)
+            for name in ("keys", "values", "conv_states", "recurrent_states"):
                 t = getattr(layer, name, None)
-                if isinstance(t, torch.Tensor):
-                    tensors.append(t)
+                for item in _tensors_of(t):
+                    if isinstance(item, torch.Tensor):
+                        tensors.append(item)
     elif hasattr(cache, "key_cache"):  # older DynamicCache
         tensors.extend(t for t in cache.key_cache if isinstance(t, torch.Tensor))
         tensors.extend(t for t in cache.value_cache if isinstance(t, torch.Tensor))
@@ -807,6 +893,36 @@ def hf_kv_cache_bytes_per_token(
     if rem:
         raise AssertionError(f"cache bytes {total} not divisible by {batch * prompt_len} tokens")
     return int(per_token)
+
+
+def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: torch.dtype = torch.bfloat16,
+                   *, device: str = "cpu") -> dict[str, int]:
+    """Bytes of every tensor a prefill's cache holds, by kind: ``kv`` (keys, values of attention
+    layers, growing with the prompt) and ``state`` (``conv_states`` and ``recurrent_states`` of
+    Mamba-2 / gated-DeltaNet layers, whatever the prompt). Found by experiment (transformers 5.23):
+    Mamba-2, Nemotron-H, Granite-4.0-H and Falcon-H1 keep ``conv_states`` (B, conv channels, conv_kernel)
+    in the model dtype and ``recurrent_states`` (B, heads, head_dim, d_state) in float32; Qwen3-Next keeps
+    its conv state (B, 2 key_dim + value_dim, conv_kernel) and its recurrent state (B, value heads, key dim,
+    value dim) in float32 too; Jamba (Mamba-1) keeps (B, d_inner, d_conv) and (B, d_inner, d_state);
+    MiniMax keeps its lightning-attention state (B, heads, head_dim, head_dim) in ``cache.linear_cache``."""
+    model = _build(config, dtype, device=device)
+    gen = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, _vocab_size(config), (batch, prompt_len), generator=gen).to(device)
+    mask = torch.ones((batch, prompt_len), dtype=torch.long, device=device)
+    with torch.no_grad():
+        out = model(input_ids=prompt, attention_mask=mask, use_cache=True)
+    cache = _cache_argument(out).popitem()[1]
+    totals = {"kv": 0, "state": 0}
+    for layer in cache.layers:
+        for name in ("keys", "values", "conv_states", "recurrent_states"):
+            t = getattr(layer, name, None)
+            for item in _tensors_of(t):
+                if isinstance(item, torch.Tensor):
+                    totals["kv" if name in ("keys", "values") else "state"] += item.numel() * item.element_size()
+    for item in getattr(cache, "linear_cache", []):  # MiniMaxCache: one (B, heads, head_dim, head_dim) per layer
+        if isinstance(item, torch.Tensor):
+            totals["state"] += item.numel() * item.element_size()
+    return totals
 
 
 if __name__ == "__main__":

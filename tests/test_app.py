@@ -438,3 +438,19 @@ def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontie
     clean(at)
     shown = at.dataframe[0].value
     assert "sim_ttft_s" in shown and (shown["sim_ttft_s"].dropna() <= 0.5).all()
+
+
+def test_the_memory_page_breaks_a_hybrid_down_by_layer_kind_and_its_twin_moves_the_wall():
+    at = start()
+    at.selectbox(key="model").set_value("nemotron-nano-9b-v2").run()
+    at.radio(key="page").set_value("Memory").run()
+    clean(at)
+    table = at.dataframe[-1].value
+    assert set(table["layers"]) == {"layers[mamba2,none]", "layers[global,none]", "layers[none,dense]"}
+    assert any("constant state of 144.21 MB per sequence" in c.value for c in at.caption)
+    assert len(at.image) >= 2  # the memory breakdown and the cache against context
+    hybrid_wall = metric(at, "max batch")
+    at.checkbox(key="twin/nemotron-nano-9b-v2").check().run()
+    clean(at)
+    assert set(at.dataframe[-1].value["layers"]) == {"layers[global,none]", "layers[none,dense]"}
+    assert metric(at, "max batch") != hybrid_wall

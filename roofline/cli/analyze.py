@@ -250,6 +250,8 @@ def _chunk_text(chunk) -> str:
 def _size_lines(first: dict) -> list[str]:
     """Sizes labelled by scope: one GPU and the whole deployment whenever they differ."""
     kv = f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
+    if first.get("state_bytes_per_sequence", 0) > 0:  # SSM / linear-attention layers: flat in the context
+        kv += f" + constant state {fmt_bytes(first['state_bytes_per_sequence'])} per sequence"
     if first["gpus"] == 1:
         return [f"params {fmt_count(first['params'])}, weights {fmt_bytes(first['weight_bytes'])}, {kv}, "
                 f"max batch {first['max_batch']}"]

@@ -148,8 +148,11 @@ def _finish(policy, work, first, done, trace_s, trace_batch, padded=0.0) -> Resu
 
 
 def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
-                    progress=None) -> Result:
-    """Batches formed when the server frees up: padded prefill, then decode until the longest output."""
+                    progress=None, state_tokens: float = 0.0, token_units: float = 1.0) -> Result:
+    """Batches formed when the server frees up: padded prefill, then decode until the longest output.
+
+    The budget is in units (a KV token's bytes): a token costs token_units, a sequence's constant state
+    (SSM / linear-attention layers) state_tokens (a model without attention: 0 and 1)."""
     n = len(work.arrivals)
     first, done = np.zeros(n), np.zeros(n)
     trace_s, trace_batch, padding, slots = [], [], 0, 0
@@ -158,8 +161,9 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
         now = max(now, work.arrivals[i])
         members = [i]
         while (i + len(members) < n and len(members) < max_batch and work.arrivals[i + len(members)] <= now
-               and (len(members) + 1) * (work.prompts[i:i + len(members) + 1].max()
-                                         + work.outputs[i:i + len(members) + 1].max()) <= capacity_tokens):
+               and (len(members) + 1) * (token_units * (work.prompts[i:i + len(members) + 1].max()
+                                                        + work.outputs[i:i + len(members) + 1].max()) + state_tokens)
+               <= capacity_tokens):
             members.append(i + len(members))
         k, p, g = len(members), int(work.prompts[members].max()), int(work.outputs[members].max())
         now += cost.iteration((), [(p, p)] * k)
@@ -178,11 +182,14 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
 
 
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
-                        block_size: int | None = None, chunk_tokens: int | None = None, progress=None) -> Result:
-    """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget."""
+                        block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
+                        state_tokens: float = 0.0, token_units: float = 1.0) -> Result:
+    """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
+    simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens)."""
     n = len(work.arrivals)
     need = work.prompts + work.outputs
     reserve = (np.full(n, need.max()) if block_size is None else -(-need // block_size) * block_size).astype(float)
+    reserve = reserve * token_units + state_tokens
     if reserve.max() > capacity_tokens:
         raise ValueError(f"memory: a request needs {int(reserve.max())} KV tokens; only {int(capacity_tokens)} fit")
     first, done = np.zeros(n), np.zeros(n)
@@ -247,8 +254,13 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
     free = d.hardware.memory_bytes - cm.params * precision.weight_bytes
     if free <= 0:
         raise ValueError(f"memory: the weights of {d.config.name!r} do not fit in {d.hardware.id!r}")
-    capacity = np.floor(free / float(cm.kv_cache(1.0, 1.0, precision.kv_bytes)))
+    per_token, state = cm.kv_per_token(precision.kv_bytes), cm.state_bytes(precision.kv_bytes)
+    # The budget counts KV tokens; a constant state is held once per sequence, as its token equivalent
+    # (a model without attention counts states alone: one unit a sequence, no bytes per token).
+    unit = per_token if per_token > 0 else state
+    capacity, state_units, token_units = np.floor(free / unit), state / unit, per_token / unit
     cost = StepCost(d)
     if policy == STATIC:
-        return simulate_static(work, cost, max_batch, capacity, progress)
-    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress)
+        return simulate_static(work, cost, max_batch, capacity, progress, state_units, token_units)
+    return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress, state_units,
+                               token_units)

@@ -19,7 +19,7 @@ import sympy as sp
 
 from .. import derivations
 from ..calibration import IDEAL, Calibration
-from ..config import ModelConfig
+from ..config import ATTENTION_KINDS, PARALLEL, ModelConfig
 from ..deployment import Deployment
 from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..evaluate import memory as memory_of
@@ -82,9 +82,17 @@ def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precisio
 
 
 def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> Crossover:
-    """Context where one sequence's KV bytes read per decode step equal the weight bytes read."""
+    """Context where one sequence's KV bytes read per decode step equal the weight bytes read (a constant
+    state, read every step whatever S, counts with the KV: it moves the crossover, never removes it)."""
     expr, value = derivations.kv_equals_weights_context(config, precision)
-    note = "" if value == value else "never: the windowed KV cache stays below the weights"
+    grows = any(kind in ATTENTION_KINDS + (PARALLEL,) for kind in config.layer_attention)
+    note = ("" if value == value else "never: the windowed KV cache stays below the weights" if grows
+            else "never: no layer's cache grows with the context (constant state only)")
+    if config.has_state:  # where the wall would be if every state mixer were attention (constant_state)
+        from ..constant_state import attention_twin
+        _, twin = derivations.kv_equals_weights_context(attention_twin(config), precision)
+        note = (f"{note}; " if note else "the constant state's read counts with the KV; ") + \
+            f"all-attention twin: S = {twin:,.0f}"
     return Crossover("kv_equals_weights_context", sp.Eq(S, expr, evaluate=False), value,
                      {"b_w": precision.weight_bytes, "b_kv": precision.kv_bytes}, note)
 

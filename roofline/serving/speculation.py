@@ -116,7 +116,8 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
     contexts = decode_context(prompt) + lookaheads  # the draft's step j sees prompt + 1 + j keys
-    target_decode = d.step(DECODE, batch, contexts).total_s
+    # a model without attention (pure Mamba) prices every context alike: its step is one number
+    target_decode = np.broadcast_to(d.step(DECODE, batch, contexts).total_s, contexts.shape)
     per_draft_step = _draft_steps(draft, d, target_decode, batch, contexts)
     draft_s = np.concatenate([[0.0], np.cumsum(np.broadcast_to(per_draft_step, contexts.shape))[:-1]])
     verifier = replace(d, options=replace(options, logits="all"))  # each drafted position is scored

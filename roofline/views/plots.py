@@ -219,6 +219,26 @@ def memory_breakdown(metrics: pd.DataFrame, capacity: dict[str, float], title: s
     return fig
 
 
+def cache_against_context(frame: pd.DataFrame, title: str = "") -> Figure:
+    """One sequence's cache against its context (constant_state.cache_against_context): the constant
+    state (flat), the attention layers' KV, their sum, and the all-attention twin's KV (growing)."""
+    fig, ax = _figure()
+    x = frame["context"].to_numpy(dtype=float)
+    for column, label, style in (("state_bytes", "constant state (SSM / linear attention)", ":"),
+                                 ("kv_bytes", "KV of the attention layers", "--"),
+                                 ("cache_bytes", "this model: state + KV", "-"),
+                                 ("twin_cache_bytes", "all-attention twin: KV", "-.")):
+        values = frame[column].to_numpy(dtype=float)
+        if np.any(values > 0):
+            ax.plot(x, np.where(values > 0, values, np.nan), style, marker="o", ms=3, label=label)
+    ax.set(xscale="log", yscale="log", xlabel="context S (tokens)", ylabel="bytes per sequence",
+           title=title or "Cache per sequence against context")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_bytes(v)))
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    return fig
+
+
 def _edges(values: np.ndarray) -> np.ndarray:
     """Cell edges on a log axis: geometric midpoints, extended half a step at each end."""
     logs = np.log(values.astype(float))

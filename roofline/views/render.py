@@ -46,6 +46,7 @@ FORMATS = {  # column (before any " B=") -> (header, formatter)
     "kv_bytes": ("KV at S=P+G", fmt_bytes), "workspace_bytes": ("activations", fmt_bytes),
     "memory_bytes": ("memory (roofline)", fmt_bytes), "fits": ("fits", None),
     "max_batch": ("max batch", lambda v: str(int(v))), "kv_bytes_per_token": ("KV/token", fmt_bytes),
+    "state_bytes_per_sequence": ("state/sequence", fmt_bytes),
     "gpus": ("GPUs", lambda v: str(int(v))), "per_gpu_memory_bytes": ("memory per GPU", fmt_bytes),
     "comm_s": ("all-reduce per step", fmt_seconds),
     "ttft_elasticity": ("TTFT elasticity", lambda v: f"{v:+.2f}"),
@@ -141,12 +142,39 @@ def _derivation_blocks(study: Study) -> list:
     for title, expr, limit in study.derivation:
         blocks += [("p", title), ("math", expr)] + ([("p", str(limit))] if limit else [])
     terms = study.terms
-    blocks += [("p", (f"For this model, one layer ({terms['layer'].iloc[0]}) with {study.precision.weights} weights "
+    layers = ", ".join(dict.fromkeys(terms["layer"]))
+    blocks += [("p", (f"For this model, one layer ({layers}) with {study.precision.weights} weights "
                       f"and {study.precision.kv} KV: prefill has T = S query tokens, decode T = 1 against S keys.")),
-               ("table", pd.DataFrame({"part": terms["part"], "phase": terms["phase"],
+               ("table", pd.DataFrame({"part": terms["part"], "phase": terms["phase"], "layer": terms["layer"],
                                        **{header: terms[column].map(expr_text) for header, column in
                                           (("FLOPs", "flops"), ("bytes", "bytes"), ("FLOP/byte", "intensity"))}}))]
-    return blocks
+    return blocks + _state_blocks(study)
+
+
+def _state_blocks(study: Study) -> list:
+    """Constant-state layers: one sequence's cache flat in the context next to attention's growing KV."""
+    if study.state_cache is None:
+        return []
+    frame = study.state_cache.rename(columns={"kv_bytes": "attention KV", "state_bytes": "constant state",
+                                              "cache_bytes": "this model", "twin_cache_bytes": "all-attention twin"})
+    walls = study.state_walls.copy()
+    for column in ("cache_bytes_per_sequence", "state_bytes_per_sequence"):
+        walls[column] = walls[column].map(fmt_bytes)
+    walls["kv_equals_weights_context"] = walls["kv_equals_weights_context"].map(
+        lambda v: "never (no KV grows)" if math.isnan(v) else f"{v:,.0f}")
+    walls = walls.rename(columns={"cache_bytes_per_sequence": "cache / sequence at P + G",
+                                  "state_bytes_per_sequence": "of which state",
+                                  "kv_equals_weights_context": "context where cache read = weights"})
+    return [("h", 3, "Constant-state layers: the cache against the context"),
+            ("p", (f"{study.config.name} keeps, per sequence, a constant state in its SSM / linear-attention layers "
+                   "(conv and recurrent state, read and written every decode step) and a KV cache only in its "
+                   "attention layers. The all-attention twin is the same model with every such layer made "
+                   "attention: its cache grows with every layer. Bytes per sequence "
+                   f"({study.precision.kv} KV and conv state, fp32 recurrent state):")),
+            ("table", format_table(frame.assign(**{c: frame[c].map(fmt_bytes) for c in frame.columns[1:]}))),
+            ("p", f"Against its twin on {study.devices[0].hardware.name} (prompt {study.inputs['prompt']}, "
+                  f"gen {study.inputs['gen']}):"),
+            ("table", format_table(walls))]
 
 
 def _tables_blocks(study: Study) -> list:
@@ -179,11 +207,12 @@ def _plot_blocks(study: Study) -> list:
                             "roof of each dtype", "latency-throughput": "Latency-throughput over batch size; the "
                             "cross marks the memory wall (largest batch that fits)",
                 "memory": "Memory breakdown against capacity (black ticks: the lecture's napkin at S = P)",
-                "regime": "Regime map: what binds decode at each batch and context"}
+                "regime": "Regime map: what binds decode at each batch and context",
+                "cache-vs-context": "Cache per sequence against context: constant state flat, attention KV growing"}
     blocks = [("h", 2, "4. Plots")]
     if not study.figures:
         return blocks + [("p", "Plots were not drawn for this report.")]
-    for kind in ("roofline", "latency-throughput", "memory", "regime"):
+    for kind in ("roofline", "latency-throughput", "memory", "regime", "cache-vs-context"):
         for name in [n for n in study.figures if re.fullmatch(rf"{kind}(-.*)?\.png", n)]:
             blocks += [("p", captions[kind] + (f" ({name[len(kind) + 1:-4]})" if name != f"{kind}.png" else "")),
                        ("img", name, captions[kind])]

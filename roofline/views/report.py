@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from .. import __version__, derivations
+from .. import __version__, constant_state, derivations
 from ..serving import crossovers
 from ..api import Analysis, analyze, sweep
 from ..calibration import IDEAL, Calibration
@@ -35,6 +35,8 @@ DEFAULTS = {"model": "llama-2-13b", "hardware": ("h100-sxm",), "batch": (1, 64, 
 CURVE_BATCHES = 2 ** np.arange(0, 13)  # latency-throughput: 1 .. 4096, plus the memory wall
 REGIME_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 25)))
 REGIME_CONTEXTS = np.unique(np.round(np.geomspace(128, 131072, 21)))
+STATE_SCANS = ("ssd_scan", "selective_scan", "delta_rule", "lightning_attention")  # roofline.state_ops
+STATE_CONTEXTS = 2 ** np.arange(10, 21)  # 1k .. 1M tokens: the cache of one sequence against its context
 SCAN_LIMIT = 8192  # crossovers are searched over every whole batch / prompt up to this
 
 
@@ -85,6 +87,10 @@ class Study:
     devices: tuple
     figures: dict = field(default_factory=dict, repr=False)  # file name -> PNG bytes
     plan: object = None  # report_plan.PlanSection when latency targets are given
+    # Models with constant-state layers: one sequence's cache against the context (KV, state, the
+    # all-attention twin's) and the model against its twin on the first device (constant_state).
+    state_cache: pd.DataFrame | None = None
+    state_walls: pd.DataFrame | None = None
 
 
 def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS["hardware"],
@@ -133,6 +139,9 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
     if slo:
         from .report_plan import plan_section
         study = replace(study, plan=plan_section(config, devices, precision, inputs, **slo))
+    if config.has_state:
+        study = replace(study, state_cache=constant_state.cache_against_context(config, STATE_CONTEXTS, precision),
+                        state_walls=constant_state.hybrid_walls(config, devices[0], precision, prompt, gen))
     if plots:
         starting("plots")
         study = replace(study, figures=_figures(study))
@@ -406,9 +415,26 @@ def _derivation(config, devices, precision) -> list:
             rows.append((f"Critical batch on {hw.name}", sp.nan, str(err)))
     expr, value = derivations.kv_equals_weights_context(config, precision)
     rows.append(("Context where one sequence's KV equals the weights", expr, f"S = {value:.0f}"))
+    if config.has_state:
+        rows += _state_derivation(config, precision)
     napkin = derivations.lecture_napkin(config, devices[0])
     rows.append(("Lecture napkin memory (bytes) for this model", napkin["memory"], "weights + KV at S, bf16"))
     return rows
+
+
+def _state_derivation(config, precision) -> list:
+    """The lecture's contrast: a constant-state layer's decode step against attention's, and where the KV wall moves."""
+    state = derivations.state_decode_intensity()
+    twin = constant_state.attention_twin(config)
+    twin_expr, twin_wall = derivations.kv_equals_weights_context(twin, precision)
+    even, even_value = constant_state.break_even_context(config, precision)
+    return [("Constant-state decode intensity (Mamba-2 SSD step, T = 1, bf16 activations)", state["general"],
+             f"no S, and B only through the per-head constants: -> {state['limit']} as D_i, N_s -> oo "
+             f"({state['fp32_state']} FLOP/byte with an fp32 state)"),
+            ("Context where the cache of the all-attention twin (every state mixer made attention) equals the "
+             "weights", twin_expr, f"S = {twin_wall:.0f}"),
+            ("Context past which this model's cache per sequence is smaller than its all-attention twin's", even,
+             f"S = {even_value:.0f}")]
 
 
 def model_terms(config: ModelConfig, precision: Precision) -> pd.DataFrame:
@@ -418,16 +444,20 @@ def model_terms(config: ModelConfig, precision: Precision) -> pd.DataFrame:
     widths = {b_w: sp.nsimplify(precision.weight_bytes), b_a: sp.nsimplify(precision.activation_bytes),
               b_kv: sp.nsimplify(precision.kv_bytes)}
     parts = (("MLP", lambda name: name.startswith(("mlp", "experts", "shared_experts", "router"))),
-             ("attention", lambda name: name == "attention"))
+             ("attention", lambda name: name == "attention"),
+             ("constant-state scan", lambda name: name in STATE_SCANS))
     rows = []
     for phase in (PREFILL, DECODE):
         placed = [p for p in phase_ops(config, Options(), phase) if p.op_name.in_layers]
-        layer = [p.op for p in placed if p.group == placed[0].group]  # the first kind of layer
         for part, pick in parts:
-            ops = [op for op in layer if pick(op.name)]
+            # the first kind of layer that has this part (a hybrid's attention may sit in its second group)
+            group = next((p.group for p in placed if pick(p.op.name)), None)
+            if group is None:
+                continue
+            ops = [p.op for p in placed if p.group == group and pick(p.op.name)]
             flops = sp.expand(sum((op.cost.flops for op in ops), sp.Integer(0)).xreplace(widths))
             moved = sp.expand(sum((op.cost.bytes for op in ops), sp.Integer(0)).xreplace(widths))
-            rows.append({"part": part, "phase": phase, "layer": placed[0].group, "flops": flops, "bytes": moved,
+            rows.append({"part": part, "phase": phase, "layer": group, "flops": flops, "bytes": moved,
                          "intensity": sp.simplify(flops / moved) if moved != 0 else sp.nan})
     return pd.DataFrame(rows)
 
@@ -472,6 +502,9 @@ def _figures(study: Study) -> dict[str, bytes]:
     figures[figure_name("memory")] = plots.memory_breakdown(
         first.analysis.metrics, {d.hardware.name: d.hardware.memory_bytes for d in study.devices},
         f"{study.config.name}: memory at S={inputs['prompt']}+{inputs['gen']} tokens", napkin=first.memory)
+    if study.state_cache is not None:
+        figures[figure_name("cache-vs-context")] = plots.cache_against_context(
+            study.state_cache, f"{study.config.name}: cache per sequence against context ({study.precision.kv} KV)")
     return {name: plots.png_bytes(fig) for name, fig in sorted(figures.items())}
 
 
