@@ -2,15 +2,15 @@
 
 mamba2 (Mamba-2 layers only), qwen3_next (gated DeltaNet + gated attention, MoE), nemotron_h (one op
 per layer: Mamba-2 M, attention *, MLP -, MoE E). Each returns the fields of a ModelConfig; a field
-it cannot read names itself, the file and the fix (config._bad). Attention dimensions of a model
+it cannot read names itself, the file and the fix (hf_config._bad). Attention dimensions of a model
 without attention layers are set to the mixer's heads and head dim: no op reads them.
 """
 from __future__ import annotations
 
 import math
 
-from .config import (DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _bad, _flag,
-                     _max_positions, _optional, _require, _whole)
+from .config import DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _whole
+from .hf_config import _bad, _flag, _max_positions, _optional, _require
 
 STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",
                   "minimax_m1")  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
