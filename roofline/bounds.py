@@ -99,8 +99,12 @@ def soft_maximum(c, m, p: float):
     top, low = np.maximum(c, m), np.minimum(c, m)
     if np.isscalar(p) and p == 1:
         return top + low
-    ratio = np.divide(low, top, out=np.zeros(np.shape(top)), where=top > 0)
-    return top * (1 + ratio ** p) ** (1 / p)
+    out = np.divide(low, top, out=np.zeros(np.shape(top)), where=top > 0)  # in place from here: grids are large
+    np.power(out, p, out=out)
+    out += 1
+    np.power(out, 1 / p, out=out)
+    out *= top
+    return out
 
 
 def op_times(peak, bandwidth, flops, weights, act_read, act_write, kv_read, kv_write, corner: float) -> tuple:
