@@ -13,6 +13,7 @@ import dataclasses
 import warnings
 
 import numpy as np
+import pandas as pd
 
 from .config import load_model
 from .engine import PARAMETERS, QUANTIZED, Engine
@@ -133,3 +134,16 @@ def summary(rows: list[Row], errs: np.ndarray) -> dict:
         e = np.abs([err for row, err in zip(rows, errs) if row.family == family])
         out[family] = {"n": len(e), "median": float(np.median(e)), "p90": float(np.quantile(e, 0.9))}
     return out
+
+
+def accuracy(engine: Engine, rows: list[Row]) -> dict:
+    """How close an engine is to its rows, per family: the ideal bound's, in-sample and leave-one-out
+    |predicted / measured - 1|, and each row's measured and leave-one-out predicted value ('points')."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a left-out row may take away what pinned a parameter
+        held_out = leave_one_out(engine, rows, list(engine.fit))
+    points = pd.DataFrame([{"label": f"{engine.name}: {row.family}", "measured": row.value,
+                            "predicted": row.value * (1 + e)} for row, e in zip(rows, held_out)])
+    return {"rows": len(rows), "ideal": summary(rows, errors(rows, Engine())),
+            "in_sample": summary(rows, errors(rows, engine)), "leave_one_out": summary(rows, held_out),
+            "points": points}

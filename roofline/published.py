@@ -82,6 +82,11 @@ def read_rows(path: Path = PUBLISHED) -> list[Row]:
         return [_row(raw, path, number) for number, raw in enumerate(reader, start=2)]
 
 
+def rows_for(framework: str, path: Path = PUBLISHED) -> list[Row]:
+    """The rows of an engine's framework (its `framework` prefix); none for an engine without one."""
+    return [r for r in read_rows(path) if framework and r.framework.startswith(framework)]
+
+
 def _row(raw: dict, path: Path, line: int) -> Row:
     where = f"published rows {str(path)!r}, line {line}"
     metric = raw["metric"].strip()

@@ -237,7 +237,21 @@ def test_the_report_draws_the_engine_gap_as_a_waterfall(tmp_path):
     from roofline.views.report import build_study
     study = build_study("llama-2-7b", "a100-80gb", batch=[1], engine="tensorrt-llm")
     assert study.figures["engine-gap-a100-80gb.png"][:4] == b"\x89PNG"
-    assert "engine-gap-a100-80gb.png" in markdown(study)
+    text = markdown(study)
+    assert "engine-gap-a100-80gb.png" in text
+
+
+def test_the_report_scores_the_engine_on_the_published_rows_as_roofline_accuracy_does(capsys):
+    from roofline.views.render import markdown
+    from roofline.views.report import build_study
+    study = build_study("llama-2-7b", "a100-80gb", batch=[1], engine="llama.cpp")
+    assert study.figures["engine-accuracy.png"][:4] == b"\x89PNG"
+    assert main(["accuracy", "--engine", "llama.cpp", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)["llama.cpp"]["leave_one_out"]["batch-1 decode"]
+    held_out = study.engine_accuracy["leave_one_out"]["batch-1 decode"]
+    assert held_out == printed
+    assert f"{held_out['median']:.1%} / {held_out['p90']:.1%}" in markdown(study)
+    assert build_study("llama-2-7b", "a100-80gb", batch=[1], engine="harness", plots=False).engine_accuracy is None
 
 
 @pytest.mark.parametrize("command", ["analyze", "report", "speculate", "crossovers", "simulate", "parallel",

@@ -7,17 +7,16 @@ from pathlib import Path
 
 import yaml
 
-from ..engine import ENGINES_DIR, IDEAL, load_engine
-from ..engine_fit import fit_engine, leave_one_out, summary
-from ..published import PUBLISHED, errors, read_rows
+from ..engine import ENGINES_DIR, load_engine
+from ..engine_fit import accuracy, fit_engine, leave_one_out, summary
+from ..published import PUBLISHED, errors, read_rows, rows_for
 
 
 def rows_of(engine, path: Path) -> list:
-    rows = read_rows(path)
-    chosen = [r for r in rows if engine.framework and r.framework.startswith(engine.framework)]
+    chosen = rows_for(engine.framework, path)
     if not chosen:
         raise ValueError(f"{str(path)!r}: no row's framework starts with engine {engine.name!r}'s "
-                         f"{engine.framework!r}; frameworks there: {sorted({r.framework for r in rows})}")
+                         f"{engine.framework!r}; frameworks there: {sorted({r.framework for r in read_rows(path)})}")
     return chosen
 
 
@@ -59,18 +58,14 @@ def run_accuracy(args: argparse.Namespace) -> int:
     report, points = {}, []
     for name in names:
         engine = load_engine(name)
-        rows = rows_of(engine, Path(args.file))
-        held_out = leave_one_out(engine, rows, list(engine.fit))
-        report[engine.name] = {"rows": len(rows), "ideal": summary(rows, errors(rows, IDEAL)),
-                               "in_sample": summary(rows, errors(rows, engine)),
-                               "leave_one_out": summary(rows, held_out)}
-        points += [{"label": f"{engine.name}: {row.family}", "measured": row.value, "predicted": row.value * (1 + e)}
-                   for row, e in zip(rows, held_out)]
+        scores = accuracy(engine, rows_of(engine, Path(args.file)))
+        points.append(scores.pop("points"))
+        report[engine.name] = scores
     if args.plot:
         import pandas as pd
 
         from ..views import plots
-        figure = plots.accuracy_scatter(pd.DataFrame(points), "Published figures vs leave-one-out predictions")
+        figure = plots.accuracy_scatter(pd.concat(points), "Published figures vs leave-one-out predictions")
         Path(args.plot).write_bytes(plots.png_bytes(figure))
     if args.json:
         print(json.dumps(report, indent=2))

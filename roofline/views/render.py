@@ -311,6 +311,20 @@ def _achievable_blocks(study: Study) -> list:
             name = figure_name("engine-gap", dev.hardware.id)
             if name in study.figures:
                 blocks.append(("img", name, f"the decode gap of {engine} over the ideal bound, term by term"))
+    if study.engine_accuracy is not None:
+        scores = study.engine_accuracy
+        table = pd.DataFrame([{"family": family, "rows": scores["ideal"][family]["n"],
+                               **{f"{kind} median / p90": f"{scores[kind][family]['median']:.1%} / "
+                                                          f"{scores[kind][family]['p90']:.1%}"
+                                  for kind in ("ideal", "in_sample", "leave_one_out")}}
+                              for family in scores["ideal"]])
+        blocks += [("h", 3, f"How close {engine} is to published measurements"),
+                   ("p", (f"The error |predicted / measured - 1| on the {scores['rows']} rows of data/published/ the profile "
+                          "is fitted to: the ideal bound's, in-sample, and leave-one-out (each row predicted by a fit "
+                          "that never saw it; `roofline accuracy` prints the same).")),
+                   ("table", table)]
+        if figure_name("engine-accuracy") in study.figures:
+            blocks.append(("img", figure_name("engine-accuracy"), "measured against leave-one-out predicted, ±10%"))
     return blocks
 
 

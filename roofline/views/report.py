@@ -23,6 +23,9 @@ from .. import __version__, constant_state, derivations
 from ..serving import crossovers
 from ..api import Analysis, analyze, sweep
 from ..calibration import IDEAL, Calibration
+from ..engine import load_engine
+from ..engine_fit import accuracy
+from ..published import rows_for
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, bundled_models, load_model, measured_config
 from .fmt import fmt_rate, fmt_seconds
 from ..hardware import Hardware, load_hardware
@@ -91,6 +94,8 @@ class Study:
     # all-attention twin's) and the model against its twin on the first device (constant_state).
     state_cache: pd.DataFrame | None = None
     state_walls: pd.DataFrame | None = None
+    # With an engine fitted to published rows: engine_fit.accuracy (per family, and each row's point).
+    engine_accuracy: dict | None = None
 
 
 def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS["hardware"],
@@ -139,6 +144,8 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
     if slo:
         from .report_plan import plan_section
         study = replace(study, plan=plan_section(config, devices, precision, inputs, **slo))
+    if engine is not None:
+        study = replace(study, engine_accuracy=engine_accuracy(engine))
     if config.has_state:
         study = replace(study, state_cache=constant_state.cache_against_context(config, STATE_CONTEXTS, precision),
                         state_walls=constant_state.hybrid_walls(config, devices[0], precision, prompt, gen))
@@ -161,6 +168,13 @@ def achievable(config, hw, precision, batches, prompt, gen, engine) -> pd.DataFr
                      "ideal TPOT (ms)": m["ideal_tpot_s"] * 1e3, "TPOT (ms)": m["tpot_s"] * 1e3,
                      **{f"+{term} (ms)": seconds * 1e3 for term, seconds in gap.items()}})
     return pd.DataFrame(rows)
+
+
+def engine_accuracy(engine: str) -> dict | None:
+    """How close the engine is to the published rows it was fitted to (leave-one-out); None without rows."""
+    profile = load_engine(engine)
+    rows = rows_for(profile.framework)
+    return accuracy(profile, rows) if rows else None
 
 
 def _device(config, hw, precision, analysis, inputs, validation) -> DeviceStudy:
@@ -495,6 +509,9 @@ def _figures(study: Study) -> dict[str, bytes]:
             figures[figure_name("measured-vs-predicted", dev.hardware.id)] = plots.measured_vs_predicted(
                 comparison.assign(predicted_s=comparison[which], label=comparison["phase"]),
                 f"Measured vs predicted ({which[:-2]})\n{dev.validation.given.reference.name}")
+    if study.engine_accuracy is not None:
+        figures[figure_name("engine-accuracy")] = plots.accuracy_scatter(
+            study.engine_accuracy["points"], f"{inputs['engine']}: published figures vs leave-one-out predictions")
     figures[figure_name("latency-throughput")] = plots.latency_throughput(
         {d.hardware.name: d.curve for d in study.devices}, inputs["batch"],
         f"{study.config.name}: TPOT vs throughput, S={inputs['prompt']} (dashed: does not fit)")
