@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -182,6 +183,18 @@ def load_engine(name_or_path: str | Engine | None) -> Engine:
     if name_or_path is None or isinstance(name_or_path, Engine):
         return name_or_path or IDEAL
     text = str(name_or_path)
+    if text in known_engines() and not Path(text).is_file():
+        return _bundled(text)
+    return _load_path(text)
+
+
+@lru_cache(maxsize=None)
+def _bundled(name: str) -> Engine:
+    """A bundled profile, parsed once: every sweep asks for its engine by name."""
+    return _load_path(str(ENGINES_DIR / f"{name}.yaml"))
+
+
+def _load_path(text: str) -> Engine:
     path = Path(text) if text.endswith((".yaml", ".yml")) or Path(text).is_file() else ENGINES_DIR / f"{text}.yaml"
     if not path.is_file():
         raise ValueError(f"engine {text!r}: unknown; use one of {', '.join(known_engines())} or a YAML file path")
