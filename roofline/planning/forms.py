@@ -107,7 +107,7 @@ def explain(frame, config, work, targets, rows: int = 3, devices: dict | None = 
     best = frame[frame["feasible"]].drop_duplicates("hardware").head(rows)
     for _, row in best.iterrows():
         hw = (devices or {}).get(row["hardware"]) or load_hardware(row["hardware"])
-        d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
+        d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"], experts=row.get("experts")),
                        tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
                     tp_breakeven(d, int(row["batch"]), work.prompt_mean)))

@@ -79,9 +79,9 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
 
 
 def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
-         priced=True) -> Core:
+         priced=True, experts=None) -> Core:
     try:
-        d = Deployment(model, hw, Precision(weights=weights, kv=kv), tp=tp, pp=pp, ep=ep,
+        d = Deployment(model, hw, Precision(weights=weights, kv=kv, experts=experts), tp=tp, pp=pp, ep=ep,
                        engine=engine(engine_name))
     except ValueError as err:
         return Core(None, f"layout: {err}")
