@@ -72,7 +72,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
     for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
         h = hw.id
-        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts, "kv": k, "engine": eng}
+        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w, "kv": k, "engine": eng}
         c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices, experts)
         rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
@@ -129,7 +129,9 @@ def pareto(frame: pd.DataFrame) -> pd.Series:
 
 def _config(row) -> str:
     split = "".join(f" {k}={int(row[k])}" for k in ("tp", "pp", "ep") if k in row and row[k] > 1) or " tp=1"
-    return f"{row['hardware']}{split} {row['weights']}/{row.get('kv', 'bf16')} {row['engine']}"
+    experts = row.get("experts", row["weights"])
+    weights = row["weights"] if experts == row["weights"] else f"{row['weights']} (experts {experts})"
+    return f"{row['hardware']}{split} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 
 
 def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> str:

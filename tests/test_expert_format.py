@@ -215,6 +215,10 @@ def test_sweep_and_plan_carry_the_expert_format():
     bf16 = plan("gpt-oss-120b", Workload(1.0, 1024, 128), Targets(1.0, 0.05), hardware=("h100-sxm",), tp=(1,),
                 weights=("bf16",), requests=20)
     assert not bf16["feasible"].any()  # 233.7 GB of bf16 weights fit no single H100
+    assert list(bf16["experts"]) == list(bf16["weights"])  # unset: the column names the weights' format
+    code, out, _ = cli("plan", "--model", "gpt-oss-120b", "--rate", "1", "--hardware", "h100-sxm", "--tp", "1",
+                       "--weights", "bf16", "--experts", "mxfp4", "--top", "1")
+    assert code == 0 and "h100-sxm tp=1 bf16 (experts mxfp4)/bf16 ideal" in out
 
 
 def test_the_expert_width_is_one_letter_of_every_evaluator():
