@@ -234,3 +234,13 @@ def test_a_dense_draft_of_an_moe_target_with_an_expert_format_drafts_in_the_weig
     slow = speculate("qwen3-30b-a3b", "h100-sxm", "qwen3-8b", 2, 0.7)
     assert fast.tpot_s < slow.tpot_s  # the target's experts read at int4, the dense draft unchanged
     assert fast.draft_s == pytest.approx(slow.draft_s, rel=1e-12)
+
+
+def test_the_report_names_the_expert_format_and_prices_it():
+    from roofline.views.render import results_frame
+    from roofline.views.report import build_study
+    study = build_study("gpt-oss-20b", "h100-sxm", batch=(1,), plots=False, experts="mxfp4")
+    frame = results_frame(study)
+    assert study.inputs["experts"] == "mxfp4" and set(frame["experts"]) == {"mxfp4"}
+    plain = analyze("gpt-oss-20b", "h100-sxm", precision=Precision(experts="mxfp4")).metrics
+    assert frame["weight_bytes"][0] == plain["weight_bytes"][0]
