@@ -27,7 +27,7 @@ from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.engine import ENGINES_DIR
-from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, WINDOW
+from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW
 from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
@@ -49,6 +49,7 @@ CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the targe
 CACHE_CONTEXTS = 2 ** np.arange(10, 21)  # 1k .. 1M tokens
 OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
 OFF = "off (ideal bound)"
+SAME_AS_WEIGHTS = "as the weights"
 FIX_CONFIG = "**Fix:** change the sidebar setting the message names, or set it back to its default."
 
 
@@ -205,11 +206,17 @@ def sidebar_hardware() -> Hardware | None:
         return None
 
 
-def sidebar_precision() -> Precision:
+def sidebar_precision(config: ModelConfig) -> Precision:
+    """Weights, activations, KV; for an MoE model also the routed experts' format (gpt-oss ships them in mxfp4)."""
     columns = st.sidebar.columns(3)
     chosen = [column.selectbox(label, DTYPES, index=DTYPES.index("bf16"), key=key)
               for column, label, key in zip(columns, ("weights", "activations", "KV cache"), ("weights", "activations", "kv"))]
-    return Precision(weights=chosen[0], activations=chosen[1], kv=chosen[2])
+    experts = None
+    if MOE in config.layer_mlp:
+        picked = st.sidebar.selectbox("routed experts", [SAME_AS_WEIGHTS, *DTYPES], key="experts",
+                                      help="the routed experts' weight format (gpt-oss: mxfp4, Kimi-K2-Thinking: int4)")
+        experts = None if picked == SAME_AS_WEIGHTS else picked
+    return Precision(weights=chosen[0], activations=chosen[1], kv=chosen[2], experts=experts)
 
 
 def sidebar_workload() -> tuple[int, int, int]:
@@ -352,7 +359,7 @@ def sidebar() -> Setup:
     st.sidebar.header("What if…")
     config = sidebar_model()
     hardware = sidebar_hardware()
-    precision = sidebar_precision()
+    precision = sidebar_precision(config)
     batch, prompt, gen = sidebar_workload()
     chunk = sidebar_prefill_chunk()
     overrides = sidebar_overrides(config)
@@ -384,7 +391,8 @@ def describe(analysis: Analysis) -> str:
     cfg, p, m = analysis.config, analysis.precision, analysis.records()[0]
     attention = f"MLA C={cfg.kv_lora_rank}" if cfg.is_mla else f"K={cfg.n_kv_heads}"
     gpus = f" ({m['tp']}-way tensor parallel x {m['replicas']} replicas)" if m.get("gpus", 1) > 1 else ""
-    return f"{cfg.name} ({attention}) on {analysis.hardware.name}{gpus}, weights {p.weights}, KV {p.kv}"
+    experts = f", routed experts {p.experts}" if p.experts else ""
+    return f"{cfg.name} ({attention}) on {analysis.hardware.name}{gpus}, weights {p.weights}{experts}, KV {p.kv}"
 
 
 def what_ifs(overrides: dict) -> str:
@@ -563,7 +571,7 @@ def page_ops(analysis: Analysis, setup: Setup) -> None:
 def page_regime(analysis: Analysis, setup: Setup) -> None:
     p = analysis.precision
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
-                  weights=p.weights, kv=p.kv, activations=p.activations, options=analysis.options,
+                  weights=p.weights, kv=p.kv, activations=p.activations, experts=p.experts, options=analysis.options,
                   calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk,
                   **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
@@ -640,7 +648,8 @@ def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precisi
             overrides["n_kv_heads"] = heads
     p = analysis.precision
     precision = Precision(weights=p.weights if weights == SAME else weights, activations=p.activations,
-                          kv=p.kv if kv == SAME else kv)
+                          kv=p.kv if kv == SAME else kv,
+                          experts=p.experts if MOE in base.layer_mlp else None)  # a dense B has no experts
     return base, analysis.hardware if hw == SAME else table[hw], precision, overrides
 
 

@@ -16,7 +16,7 @@ from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
 from .engine import Engine, load_engine
 from .evaluate import evaluate
 from .hardware import Hardware, load_hardware
-from .model import DECODE, PREFILL, Options, decode_context, parameter_count
+from .model import DECODE, PREFILL, Options, decode_context, parameter_count, routed_parameter_count
 from .evaluate import DEFAULT_PREFILL_CHUNK
 from .gap import decode_gap
 from .precision import Precision
@@ -180,9 +180,10 @@ def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dic
     gpus = float(np.ravel(values["gpus"])[0])
     tp = int(np.ravel(values["tp"])[0])
     params_total = float(np.ravel(values["params"])[0]) if tp == 1 else float(parameter_count(config))
+    routed_total = routed_parameter_count(config) if precision.experts is not None else 0  # b_e = b_w otherwise
     scoped = {"params_per_gpu": values["params"], "params_total": params_total,
               "weight_bytes_per_gpu": values["weight_bytes"],
-              "weight_bytes_total": params_total * precision.weight_bytes * values["replicas"],
+              "weight_bytes_total": precision.held_weight_bytes(params_total, routed_total) * values["replicas"],
               "memory_bytes_per_gpu": values["memory_bytes"], "memory_bytes_total": values["memory_bytes"] * gpus}
     return {**values, **{name: to_shape(value, shape) for name, value in scoped.items()}}
 
@@ -221,10 +222,11 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
           calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
           engine: str | Engine | None = None, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
-          **overrides) -> pd.DataFrame:
+          experts: str | None = None, **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
 
-    Columns are those of `analyze` (context is `prompt_len`) plus the precision names;
+    Columns are those of `analyze` (context is `prompt_len`) plus the precision names (`experts`: the routed
+    experts' format, one for every point; None: each point's weights format);
     prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only; tp and
     replicas and engine as in `analyze`.
     """
@@ -235,7 +237,7 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     frames = []
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
-        precision = Precision(weights=str(w), kv=str(k), activations=str(a))
+        precision = Precision(weights=str(w), kv=str(k), activations=str(a), experts=experts)
         deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas,
                                 engine=load_engine(engine))
         # one GPU's sweep stays free of the parallel columns (and fast)
@@ -244,5 +246,6 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
                             lambda d: evaluate(d, columns_b, rows_s, depth_g, e2e, prefill, prefill_chunk=prefill_chunk))
         frame = _frame(values, integers=False)
         frame["weights"], frame["kv"], frame["activations"] = precision.weights, precision.kv, precision.activations
+        frame["experts"] = precision.expert_format
         frames.append(frame)
     return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)

@@ -15,7 +15,7 @@ import numpy as np
 from .calibration import IDEAL, Calibration
 from .compiled import CompiledPhase
 from .hardware import Hardware
-from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
+from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
 BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth", "communication")
@@ -32,6 +32,10 @@ class Roofs:
     corner: float = math.inf  # p of the p-norm combining an op's compute and memory time
     attention_bandwidth: float | None = None  # bytes/s for attention ops; None: `bandwidth`
     attention_corner: float | None = None  # p for attention ops; None: `corner`
+    # The routed experts' matmuls (ops.EXPERT_MATMUL): their weights' own format dequantizes into
+    # Precision.expert_matmul_dtype, and an engine streams that format at its own quantized efficiency.
+    expert_matmul_flops: float | None = None  # FLOP/s; None: weight_matmul_flops
+    expert_bandwidth: float | None = None  # bytes/s; None: `bandwidth`
 
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0,
@@ -42,30 +46,38 @@ class Roofs:
 
         def peak(dtype):
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
-        weight_dtype = precision.weight_matmul_dtype
+        weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
+        experts = calibration.expert_bandwidth_efficiency
         return cls(bandwidth * calibration.bandwidth_efficiency,
                    peak(weight_dtype) * calibration.flops_efficiency.get(weight_dtype, 1.0),
                    peak(precision.attention_matmul_dtype) * calibration.attention_flops_efficiency,
                    calibration.step_overhead_s + calibration.layer_overhead_s * n_layers, calibration.corner,
                    bandwidth * attention if attention != calibration.bandwidth_efficiency else None,
-                   calibration.attention_corner)
+                   calibration.attention_corner,
+                   peak(expert_dtype) * calibration.flops_efficiency.get(expert_dtype, 1.0)
+                   if expert_dtype != weight_dtype else None,
+                   bandwidth * experts if experts != calibration.bandwidth_efficiency else None)
 
     def peaks(self, matmul_kinds: tuple) -> list:
-        table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops}
+        experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops
+        table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops,
+                 EXPERT_MATMUL: experts}
         return [table.get(kind, np.inf) for kind in matmul_kinds]
 
     def bandwidths(self, matmul_kinds: tuple):
         """Per op, or one value for all (the common case, kept scalar so one point stays fast)."""
-        return self._per_op(matmul_kinds, self.bandwidth, self.attention_bandwidth)
+        return self._per_op(matmul_kinds, self.bandwidth, self.attention_bandwidth, self.expert_bandwidth)
 
     def corners(self, matmul_kinds: tuple):
         return self._per_op(matmul_kinds, self.corner, self.attention_corner)
 
     @staticmethod
-    def _per_op(matmul_kinds: tuple, value, attention_value):
-        if attention_value is None:
+    def _per_op(matmul_kinds: tuple, value, attention_value, expert_value=None):
+        if attention_value is None and expert_value is None:
             return value
-        return [attention_value if kind == ATTENTION_MATMUL else value for kind in matmul_kinds]
+        table = {ATTENTION_MATMUL: value if attention_value is None else attention_value,
+                 EXPERT_MATMUL: value if expert_value is None else expert_value}
+        return [table.get(kind, value) for kind in matmul_kinds]
 
 
 @dataclass(frozen=True)

@@ -43,15 +43,21 @@ class Calibration:
     attention_bandwidth_efficiency: float | None = None
     attention_flops_efficiency: float | None = None
     attention_corner: float | None = None  # the attention kernels' own corner sharpness; None: `corner`
+    # The routed experts' GEMVs, when their weights are in a format of their own (Precision.experts): an
+    # engine's quantized_efficiency for that format. None: bandwidth_efficiency.
+    expert_bandwidth_efficiency: float | None = None
 
     def __post_init__(self):
         if self.attention_bandwidth_efficiency is None:
             object.__setattr__(self, "attention_bandwidth_efficiency", self.bandwidth_efficiency)
+        if self.expert_bandwidth_efficiency is None:
+            object.__setattr__(self, "expert_bandwidth_efficiency", self.bandwidth_efficiency)
         if self.attention_flops_efficiency is None:
             object.__setattr__(self, "attention_flops_efficiency", min(self.flops_efficiency.values(), default=1.0))
         values = {"bandwidth_efficiency": self.bandwidth_efficiency,
                   "attention_bandwidth_efficiency": self.attention_bandwidth_efficiency,
                   "attention_flops_efficiency": self.attention_flops_efficiency,
+                  "expert_bandwidth_efficiency": self.expert_bandwidth_efficiency,
                   **{f"flops_efficiency.{dtype}": v for dtype, v in self.flops_efficiency.items()}}
         for name, value in values.items():
             if not 0 < value <= 1:  # a kernel that beats the measured roof means the roof was measured wrong

@@ -1,6 +1,6 @@
 """The one place symbols become numbers fast: each phase's per-op costs, lambdified to numpy, cached.
 
-A compiled phase maps (B, S, b_w, b_a, b_kv), scalars or broadcastable arrays, to a stack of
+A compiled phase maps (B, S, b_w, b_a, b_kv, b_e), scalars or broadcastable arrays, to a stack of
 per-op FLOPs and bytes by category, already multiplied by the op's layer count.
 """
 from __future__ import annotations
@@ -14,11 +14,11 @@ import sympy as sp
 from .config import ModelConfig
 from .cost import BYTE_CATEGORIES
 from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
-from .model import state_bytes_expr
-from .ops import ATTENTION_MATMUL, WEIGHT_MATMUL
-from .symbols import B, S, T, b_a, b_kv, b_w
+from .model import routed_parameter_count, state_bytes_expr
+from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, WEIGHT_MATMUL
+from .symbols import BYTE_WIDTHS, B, S, T, b_kv
 
-ARGS = (B, S, b_w, b_a, b_kv)
+ARGS = (B, S) + BYTE_WIDTHS
 COMPONENTS = ("flops",) + BYTE_CATEGORIES
 FLOPS_ROW = 0  # index of FLOPs among COMPONENTS
 
@@ -29,7 +29,7 @@ class CompiledPhase:
     ops: tuple  # OpName per row
     matmul: tuple  # per op: 'weights', 'attention' or 'none'
     counts: tuple  # per op: how many times it runs per step (its layer count)
-    function: object  # (B, S, b_w, b_a, b_kv) -> list of len(ops) * len(COMPONENTS) arrays
+    function: object  # (B, S, b_w, b_a, b_kv, b_e) -> list of len(ops) * len(COMPONENTS) arrays
     reads_context: tuple = ()  # per op: whether its cost depends on the keys cached (attention)
 
     @property
@@ -84,7 +84,7 @@ def per_sequence(p: PlacedOp) -> bool:
 
 @dataclass(frozen=True)
 class QueriesModel:
-    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, T).
+    """Per-op costs of a step of T query tokens per sequence: function(B, S, b_w, b_a, b_kv, b_e, T).
 
     Decode (T = 1) and a prefill (T = S) are its cases; speculative verification (T = γ + 1) and
     chunked prefill need the T in between.
@@ -126,6 +126,7 @@ class CompiledModel:
     # (b_kv) -> bytes one sequence's constant-state layers hold whatever S (0 without such layers);
     # kv_cache includes it, so kv_cache(1, S) = kv_per_token * S + state (window layers capped at W).
     state_cache: object = None
+    routed_params: int = 0  # of `params`, the routed experts' (b_e wide): Precision.held_weight_bytes
 
     def state_bytes(self, kv_bytes) -> float:
         return float(self.state_cache(kv_bytes)) if self.state_cache is not None else 0.0
@@ -150,7 +151,8 @@ def compile_model(config: ModelConfig, options: Options = Options()) -> Compiled
         decode_context=_compile(context, DECODE),
         decode_context_per_sequence=all(per_sequence(p) for p in context),
         state_cache=sp.lambdify((b_kv,), state_bytes_expr(config, options), modules="numpy"),
+        routed_params=routed_parameter_count(config, options),
     )
 
 
-MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL)
+MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL, EXPERT_MATMUL)

@@ -27,8 +27,8 @@ from .engine import Engine
 from .hardware import Hardware
 from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
 from .precision import Precision
-from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, routed_params,
-                       shard, stage_layers, stage_memory_bytes, whole)
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, shard,
+                       stage_layers, stage_memory_bytes, whole)
 
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 COLLECTIVE_GROUPS = ("tp", "pp", "ep")
@@ -91,6 +91,9 @@ class Deployment:
                              "achievable roofs; give one (an engine profile is a calibration with fixed costs)")
         for name in ("tp", "pp", "ep", "replicas"):
             whole(name, getattr(self, name))
+        if self.precision.experts is not None and MOE not in self.config.layer_mlp:
+            raise ValueError(f"experts: model {self.config.name!r} has no routed experts to store as "
+                             f"{self.precision.experts}; leave experts unset (None) for a dense model")
         shard(self.config, self.tp)  # raises naming tp when it does not divide the heads
         stage_layers(self.config.n_layers, self.pp)
         if self.ep > 1:
@@ -128,11 +131,12 @@ class Deployment:
 
     @cached_property
     def achievable(self) -> Calibration:
-        """The roofs and fixed costs steps are priced at: the engine's for this weight format, or the calibration."""
+        """The roofs and fixed costs steps are priced at: the engine's for these weight (and expert) formats, or
+        the calibration."""
         if self.engine.is_ideal:
             return self.calibration
         group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
-        return self.engine.calibration(self.precision.weights, group)
+        return self.engine.calibration(self.precision.weights, group, self.precision.experts)
 
     @cached_property
     def roofs(self) -> Roofs:
@@ -152,14 +156,19 @@ class Deployment:
         bandwidth, latency, _ = link(self.hardware)
         return bandwidth, latency if self.engine.allreduce_latency_s is None else self.engine.allreduce_latency_s
 
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of the weights one GPU of a tensor-parallel group holds (routed experts at b_e, the rest b_w)."""
+        return self.precision.held_weight_bytes(self.compiled.params, self.compiled.routed_params)
+
     def memory_bytes(self, batch, tokens) -> list[float]:
         """Weights and KV cache (`batch` sequences per replica holding `tokens` tokens) one GPU holds: one
         entry per pipeline stage; under expert parallelism, a GPU's own sequences and 1/e of the experts."""
-        w, _, kv = self.precision.byte_widths
         if self.ep > 1:
-            experts = routed_params(self.local, self.options)
-            weights = (self.compiled.params - experts + experts / self.ep) * w
-            return [weights + float(self.compiled.kv_cache(batch / self.ep, tokens, kv))]
+            experts = self.compiled.routed_params
+            weights = self.precision.held_weight_bytes(self.compiled.params - experts + experts / self.ep,
+                                                       experts / self.ep)
+            return [weights + float(self.compiled.kv_cache(batch / self.ep, tokens, self.precision.kv_bytes))]
         return stage_memory_bytes(self.local, self.config, self.pp, batch, tokens, self.precision, self.options)
 
     def phase(self, phase: str, queries=None) -> CompiledPhase:

@@ -12,9 +12,9 @@ from .config import ModelConfig
 from .hardware import Hardware
 from .model import DECODE, Options, dimensions, phase_ops
 from .precision import Precision
-from .symbols import B, D, F, H, K, L, N, S, T, V, b_a, b_kv, b_w
+from .symbols import BYTE_WIDTHS, B, D, F, H, K, L, N, S, T, V, b_a, b_e, b_kv, b_w
 
-BF16 = {b_w: 2, b_a: 2, b_kv: 2}
+BF16 = {b_w: 2, b_a: 2, b_kv: 2, b_e: 2}
 
 
 def intensity(op_list: list[o.Op]) -> sp.Expr:
@@ -60,12 +60,17 @@ def decode_weight_intensity_limit() -> sp.Expr:
     return sp.limit(sp.limit(expr, D, sp.oo), F, sp.oo)
 
 
-def critical_batch(hw: Hardware, precision: Precision = Precision()) -> tuple[sp.Expr, float]:
-    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth."""
+def critical_batch(hw: Hardware, precision: Precision = Precision(), experts: bool = False) -> tuple[sp.Expr, float]:
+    """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth.
+
+    experts: the tokens one routed expert must see instead: its weights b_e wide, its matmul in
+    Precision.expert_matmul_dtype (the expression keeps the letter b_w, the value takes b_e).
+    """
     ridge = sp.Symbol("I_hw", positive=True)
     solution = sp.solve(sp.Eq(decode_weight_intensity_limit(), ridge), B)[0]
-    value = solution.xreplace({ridge: accelerator_intensity(hw, precision.weight_matmul_dtype),
-                               b_w: precision.weight_bytes})
+    dtype, width = ((precision.expert_matmul_dtype, precision.expert_bytes) if experts
+                    else (precision.weight_matmul_dtype, precision.weight_bytes))
+    value = solution.xreplace({ridge: accelerator_intensity(hw, dtype), b_w: width})
     return solution, float(value)
 
 
@@ -97,7 +102,9 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
     decode = phase_ops(config, Options(), DECODE)
     kv_read = sum((_peak_kv_read(p, config) * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
     weights = sum((p.op.cost.weights * p.count for p in decode), sp.Integer(0)).xreplace({B: 1})
-    widths = dict(zip((b_w, b_a, b_kv), precision.byte_widths))
+    if precision.experts is None:  # the routed experts are b_w wide too: the expression in b_w alone
+        weights = weights.xreplace({b_e: b_w})
+    widths = dict(zip(BYTE_WIDTHS, precision.byte_widths))
     # Window layers read min(S, W) keys: solve on each side of the window and keep the consistent root.
     windows = {m for m in kv_read.atoms(sp.Min)}
     for piece in ("below", "above"):

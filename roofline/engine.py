@@ -96,16 +96,22 @@ class Engine:
         from .engine_fit import with_values  # the fit's own setter, which knows the quantized names
         return with_values(self, list(self.priors), list(self.priors.values()))
 
-    def calibration(self, weights: str, group: int = 1) -> Calibration:
+    def calibration(self, weights: str, group: int = 1, experts: str | None = None) -> Calibration:
         """The engine's roofs for one weight format, as the step pricer's Calibration (fractions of the datasheet).
+
+        experts: the routed experts' format (Precision.expert_format), whose GEMVs stream at its own
+        quantized_efficiency; None: the same as `weights`.
 
         group: query heads sharing one K/V head (N/K). Reading the cache 1 + r (group - 1) times over is
         priced as attention streaming the cache that many times slower: the bytes a step needs stay the
         model's, the engine's kernels move more of them.
         """
         bandwidth = self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
+        experts_bandwidth = bandwidth if experts is None else (
+            self.bandwidth_efficiency * self.quantized_efficiency.get(experts, 1.0))
         reads = 1 + self.gqa_rereads * (group - 1)
         return Calibration(name=f"engine {self.name}", bandwidth_efficiency=bandwidth,
+                           expert_bandwidth_efficiency=experts_bandwidth,
                            flops_efficiency={d: self.flops_efficiency for d in BITS},  # every matmul dtype
                            step_overhead_s=self.step_overhead_s, layer_overhead_s=self.layer_overhead_s,
                            corner=self.corner,

@@ -54,8 +54,8 @@ def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUN
     """Bytes one GPU holds: its weights, the batch's cache at prompt + gen tokens (attention KV growing with
     the tokens, plus the constant state of SSM / linear-attention layers once per sequence), one prefill
     chunk's workspace."""
-    cm, (w, _, kv) = d.compiled, d.precision.byte_widths
-    weight_bytes = cm.params * w
+    cm, kv = d.compiled, d.precision.kv_bytes
+    weight_bytes = d.weight_bytes
     kv_per_sequence = cm.kv_cache(1.0, prompt + gen, kv)
     per_piece, pieces = workspace(d, prompt, prefill_chunk)
     free = np.maximum(d.hardware.memory_bytes - weight_bytes, 0.0)

@@ -2,7 +2,7 @@
 
 This is the one place where a config's numbers enter the symbols (`dimensions`): ops are written
 in letters, a layer kind is a list of ops, and `phase_ops` binds the dimensions and the phase.
-What stays free: B, S and the byte widths b_w, b_a, b_kv.
+What stays free: B, S and the byte widths b_w, b_a, b_kv, b_e.
 """
 from __future__ import annotations
 
@@ -203,6 +203,11 @@ def total(placed: list[PlacedOp]) -> Cost:
 def parameter_count(cfg: ModelConfig) -> int:
     """Weight elements of the model (tied embeddings counted once), as torch counts parameters."""
     return int(sum(p.op.params * p.count for p in phase_ops(cfg, Options(), DECODE)))
+
+
+def routed_parameter_count(cfg: ModelConfig, options: Options = Options()) -> int:
+    """Weight elements of the routed experts (all E of them, biases included): those stored b_e wide."""
+    return int(sum(p.op.params * p.count for p in phase_ops(cfg, options, DECODE) if p.op.matmul == o.EXPERT_MATMUL))
 
 
 def kv_cache_expr(cfg: ModelConfig, options: Options = Options()) -> sp.Expr:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, Wc, b_a, b_kv, b_w, k
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, Wc, b_a, b_e, b_kv, b_w, k
 
 ZERO = sp.Integer(0)
 WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
+EXPERT_MATMUL = "experts"  # the routed experts' matmuls: weights of width b_e, run in Precision.expert_matmul_dtype
 
 
 @dataclass(frozen=True)
@@ -31,10 +32,12 @@ def tokens() -> sp.Expr:
     return B * T
 
 
-def linear(name, d_in, d_out, bias=False, n=None, kv_out=ZERO, copies=1, copies_read=None) -> Op:
+def linear(name, d_in, d_out, bias=False, n=None, kv_out=ZERO, copies=1, copies_read=None, width=b_w,
+           matmul=WEIGHT_MATMUL) -> Op:
     """Y (n, d_out) = X (n, d_in) @ W (d_in, d_out) [+ b]; kv_out of the outputs go to the KV cache.
 
     copies: weight matrices of this shape (E for routed experts); copies_read: how many are read.
+    width: bytes per weight element (b_e for routed experts, their bias included); matmul: its roof's kind.
     """
     n = tokens() if n is None else n
     one = d_in * d_out + (d_out if bias else 0)
@@ -42,11 +45,11 @@ def linear(name, d_in, d_out, bias=False, n=None, kv_out=ZERO, copies=1, copies_
     weights_read = params if copies_read is None else copies_read * one
     return Op(name, Cost(
         flops=2 * n * d_in * d_out,              # n x d_in x d_out multiply-adds
-        weights=b_w * weights_read,              # read W (and b)
+        weights=width * weights_read,            # read W (and b)
         act_read=b_a * n * d_in,                 # read X
         act_write=b_a * n * (d_out - kv_out),    # write Y
         kv_write=b_kv * n * kv_out,              # write new K/V into the cache
-    ), params, WEIGHT_MATMUL)
+    ), params, matmul)
 
 
 def norm(name, width, layer_norm=False, n=None) -> Op:
@@ -206,13 +209,17 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list
     return ops + [linear("o_proj", N * Hv, D)]
 
 
-def gated_mlp(prefix="mlp", width=F, n=None, bias=False, copies=1, copies_read=None) -> list[Op]:
-    """SwiGLU/GeGLU: [G|U] = X @ W_gate_up (D, 2F); A = act(G) * U; Y = A @ W_down (F, D)."""
+def gated_mlp(prefix="mlp", width=F, n=None, bias=False, copies=1, copies_read=None, routed=False) -> list[Op]:
+    """SwiGLU/GeGLU: [G|U] = X @ W_gate_up (D, 2F); A = act(G) * U; Y = A @ W_down (F, D).
+
+    routed: the MoE's routed experts, whose weights are b_e wide and whose matmuls are EXPERT_MATMUL.
+    """
     n = tokens() if n is None else n
+    held = dict(width=b_e, matmul=EXPERT_MATMUL) if routed else {}
     return [
-        linear(f"{prefix}.gate_up", D, 2 * width, bias=bias, n=n, copies=copies, copies_read=copies_read),
+        linear(f"{prefix}.gate_up", D, 2 * width, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
         elementwise(f"{prefix}.act", 2 * n * width, n * width),
-        linear(f"{prefix}.down", width, D, bias=bias, n=n, copies=copies, copies_read=copies_read),
+        linear(f"{prefix}.down", width, D, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
     ]
 
 
@@ -232,7 +239,9 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     """Router, shared experts (dense, always on), and k of E routed experts per token.
 
     Routed weights read: only the experts the batch touches (expected count under uniform routing),
-    never all E at batch 1 and never just k at large batch. Params: all E experts.
+    never all E at batch 1 and never just k at large batch. Params: all E experts. The routed experts'
+    weights are b_e bytes an element (Precision.experts: gpt-oss's MXFP4), their biases too (bf16 in
+    gpt-oss's checkpoint: 0.035% of its expert elements, priced at b_e here).
     router_param_bias: the router's linear carries a learned bias (gpt-oss; DeepSeek's is a buffer);
     expert_bias: each expert's projections carry biases (gpt-oss).
     """
@@ -243,7 +252,8 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     ops = [router, elementwise("router.topk", n * E, n * k)]
     if shared:
         ops += gated_mlp("shared_experts", Es * Fe)
-    return ops + gated_mlp("experts", Fe, n=n * k, bias=expert_bias, copies=E, copies_read=expected_experts_touched())
+    return ops + gated_mlp("experts", Fe, n=n * k, bias=expert_bias, copies=E, copies_read=expected_experts_touched(),
+                           routed=True)
 
 
 def head_norm(name, heads, weighted=True) -> Op:

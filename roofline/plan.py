@@ -53,13 +53,14 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
          weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
-         progress=None) -> pd.DataFrame:
+         progress=None, experts: str | None = None) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
     memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
     device the price sheet prices; prefill_chunk and max_batch may be lists (axes). With targets.percentile
     the cheapest `frontier` per hardware that pass the simulation (of `requests` requests, progress(done,
-    total) called as it goes) are kept, and the ones it rejects say so."""
+    total) called as it goes) are kept, and the ones it rejects say so. experts: the routed MoE experts' weight
+    format for every candidate (the checkpoint's, e.g. gpt-oss's mxfp4; None: each candidate's weights format)."""
     work.check()
     targets.check()
     config = load_model(model)
@@ -67,13 +68,13 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     hardware = tuple(prices) if hardware is None else _axis(hardware)
     chunks, caps = _axis(prefill_chunk), _axis(max_batch)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
-                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus)
+                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus, experts)
     devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
     for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
         h = hw.id
-        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "kv": k, "engine": eng}
+        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w, "kv": k, "engine": eng}
         c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
-                 h in prices)
+                 h in prices, experts)
         rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
@@ -83,7 +84,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     return frame
 
 
-def _check_axes(axes: dict, requests, max_gpus) -> None:
+def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
     """Each axis non-empty and each value valid on its own, so that a rejection is about a deployment, not a typo."""
     for name, values in axes.items():
         if len(values) == 0:
@@ -91,7 +92,7 @@ def _check_axes(axes: dict, requests, max_gpus) -> None:
     for e in axes["engines"]:
         engine(e)
     for w, k in itertools.product(axes["weights"], axes["kv"]):
-        Precision(weights=w, kv=k)
+        Precision(weights=w, kv=k, experts=experts)
     for name in ("tp", "pp", "ep"):
         for v in axes[name]:
             whole(name, v)
@@ -128,7 +129,9 @@ def pareto(frame: pd.DataFrame) -> pd.Series:
 
 def _config(row) -> str:
     split = "".join(f" {k}={int(row[k])}" for k in ("tp", "pp", "ep") if k in row and row[k] > 1) or " tp=1"
-    return f"{row['hardware']}{split} {row['weights']}/{row.get('kv', 'bf16')} {row['engine']}"
+    experts = row.get("experts", row["weights"])
+    weights = row["weights"] if experts == row["weights"] else f"{row['weights']} (experts {experts})"
+    return f"{row['hardware']}{split} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 
 
 def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> str:

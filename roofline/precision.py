@@ -1,4 +1,4 @@
-"""Precision: the dtype of weights, activations and KV cache, and the bytes each costs.
+"""Precision: the dtype of weights, routed experts, activations and KV cache, and the bytes each costs.
 
 Group-wise quantization stores one scale per `group_size` values, so an element costs
 bits/8 + scale_bytes/group_size bytes; the scale's width is per format (2 bytes, an fp16/bf16 scale, unless
@@ -18,8 +18,9 @@ SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp1
 # blocks of 32 weights with one fp16 scale: 4.5 and 8.5 bits a weight (llama.cpp's ggml-common.h).
 DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32}
 SCALE_BYTES_OF = {"mxfp4": 1}  # formats whose group scale is not SCALE_BYTES wide
-# gpt-oss ships only its routed experts in MXFP4 (attention, router, embeddings and head in bf16): one
-# weight width b_w covers every weight here, so price it as mxfp4 (all weights) or bf16 (none), or between.
+# Checkpoints mix formats: gpt-oss ships its routed experts in MXFP4 and attention, router, embeddings and head
+# in bf16 (its config's quantization_config.modules_to_not_convert); Kimi-K2-Thinking ships INT4 experts.
+# `experts` names the routed experts' format (b_e bytes an element); every other weight is `weights` (b_w).
 
 
 def normalize_dtype(name: str, field: str) -> str:
@@ -47,14 +48,23 @@ class Precision:
     kv: str = "bf16"
     weight_group_size: int | None = None  # None: the format's default (int4 128; 8-bit per-channel)
     kv_group_size: int | None = None  # per-tensor KV scales by default (negligible bytes)
+    # The routed experts' weights (ops.moe_block's experts.*; biases included, <0.1% of them in gpt-oss):
+    # None, the same format (and group size) as `weights`. Shared experts, router, attention stay `weights`.
+    experts: str | None = None
+    expert_group_size: int | None = None  # None: the expert format's default (DEFAULT_GROUP)
 
     def __post_init__(self):
         for field in ("weights", "activations", "kv"):
             object.__setattr__(self, field, normalize_dtype(getattr(self, field), field))
-        for field in ("weight_group_size", "kv_group_size"):
+        if self.experts is not None:
+            object.__setattr__(self, "experts", normalize_dtype(self.experts, "experts"))
+        for field in ("weight_group_size", "kv_group_size", "expert_group_size"):
             size = getattr(self, field)
-            if size is not None and (not isinstance(size, int) or size <= 0):
+            if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
                 raise ValueError(f"{field}: must be a positive integer or None, got {size!r}")
+        if self.expert_group_size is not None and self.experts is None:
+            raise ValueError("expert_group_size: set only with experts (the routed experts' format); "
+                             "without it the experts take weights' format and weight_group_size")
 
     @property
     def weight_bytes(self) -> float:
@@ -69,13 +79,36 @@ class Precision:
         return element_bytes(self.kv, self.kv_group_size)
 
     @property
-    def byte_widths(self) -> tuple[float, float, float]:
-        """(b_w, b_a, b_kv): the order every compiled evaluator takes them in."""
-        return self.weight_bytes, self.activation_bytes, self.kv_bytes
+    def expert_format(self) -> str:
+        """The routed experts' weight format: `experts`, or `weights` when it is None."""
+        return self.weights if self.experts is None else self.experts
+
+    @property
+    def expert_bytes(self) -> float:
+        if self.experts is None:
+            return self.weight_bytes  # the very same number, so every output stays byte-for-byte today's
+        return element_bytes(self.experts, self.expert_group_size or DEFAULT_GROUP.get(self.experts))
+
+    @property
+    def byte_widths(self) -> tuple[float, float, float, float]:
+        """(b_w, b_a, b_kv, b_e): the order every compiled evaluator takes them in (symbols.BYTE_WIDTHS)."""
+        return self.weight_bytes, self.activation_bytes, self.kv_bytes, self.expert_bytes
+
+    def held_weight_bytes(self, params, routed):
+        """Bytes of `params` weight elements of which `routed` are routed experts' (b_e each; the rest b_w).
+
+        Written params·b_w + routed·(b_e − b_w) so that with b_e = b_w it is params·b_w to the last bit.
+        """
+        return params * self.weight_bytes + routed * (self.expert_bytes - self.weight_bytes)
 
     @property
     def weight_matmul_dtype(self) -> str:
         return wider(self.weights, self.activations)
+
+    @property
+    def expert_matmul_dtype(self) -> str:
+        """Weight-only expert formats (mxfp4, int4) dequantize and multiply in the activations' dtype."""
+        return wider(self.expert_format, self.activations)
 
     @property
     def attention_matmul_dtype(self) -> str:

@@ -20,7 +20,8 @@ import sympy as sp
 
 from .config import CHUNKED, WINDOW, ModelConfig
 from .hardware import Hardware
-from .model import DECODE, Options, layer_group, phase_ops
+from .model import DECODE, Options, layer_group, phase_ops, routed_parameter_count
+from .ops import EXPERT_MATMUL
 from .precision import Precision
 from .symbols import B, b_kv
 
@@ -104,18 +105,21 @@ def link(hw: Hardware) -> tuple[float, float, bool]:
 
 
 def routed_params(config: ModelConfig, options: Options) -> int:
-    """Weight elements of the routed experts, the part expert parallelism splits."""
-    return int(sum(p.op.params * p.count for p in phase_ops(config, options, DECODE) if is_routed(p.op_name)))
+    """Weight elements of the routed experts, the part expert parallelism splits (and Precision.experts prices)."""
+    return routed_parameter_count(config, options)
 
 
 @lru_cache(maxsize=32)
-def _layer_storage(config: ModelConfig, options: Options, kv_bytes: float = 1.0) -> tuple[dict, dict, dict, dict]:
+def _layer_storage(config: ModelConfig, options: Options, kv_bytes: float = 1.0) -> tuple[dict, dict, dict, dict, dict]:
     """Per layer group: weight elements, KV elements per token, constant-state bytes per sequence (SSM and
-    linear-attention layers, at `kv_bytes` where the state follows the KV's width); embed/head weight elements."""
-    params, kv, ends, state = {}, {}, {}, {}
+    linear-attention layers, at `kv_bytes` where the state follows the KV's width); embed/head weight elements;
+    per layer group, the routed experts' weight elements (b_e wide) among its weight elements."""
+    params, kv, ends, state, routed = {}, {}, {}, {}, {}
     for p in phase_ops(config, options, DECODE):
         if p.op_name.in_layers:
             params[p.group] = params.get(p.group, 0) + int(p.op.params)
+            if p.op.matmul == EXPERT_MATMUL:
+                routed[p.group] = routed.get(p.group, 0) + int(p.op.params)
             if p.op.state != 0:  # read and written whole every step: held once per sequence, not per token
                 state[p.group] = state.get(p.group, 0.0) + float(sp.sympify(p.op.state).xreplace({b_kv: kv_bytes}))
                 continue
@@ -124,23 +128,24 @@ def _layer_storage(config: ModelConfig, options: Options, kv_bytes: float = 1.0)
             kv[p.group] = kv.get(p.group, 0) + float(kv_one)
         else:
             ends[p.group] = ends.get(p.group, 0) + int(p.op.params)
-    return params, kv, ends, state
+    return params, kv, ends, state, routed
 
 
 def stage_memory_bytes(local: ModelConfig, config: ModelConfig, pp: int, batch, tokens, precision: Precision,
                        options: Options) -> list[float]:
     """Weights and KV cache (batch sequences of `tokens` tokens) each stage's GPU holds; `local` is one
     tensor-parallel shard of `config`."""
-    params, kv, ends, state = _layer_storage(local, options, precision.kv_bytes)
+    params, kv, ends, state, routed = _layer_storage(local, options, precision.kv_bytes)
     out = []
     for layers in stage_layers(config.n_layers, pp):
         groups = [layer_group(config.layer_attention[j], config.layer_mlp[j]) for j in layers]
         weights = sum(params[g] for g in groups)
+        experts = sum(routed.get(g, 0) for g in groups)
         stored = sum(kv[g] * (min(tokens, config.window) if config.layer_attention[j] == WINDOW
                               else min(tokens, config.chunk) if config.layer_attention[j] == CHUNKED else tokens)
                      for j, g in zip(layers, groups))
         held = sum(state.get(g, 0.0) for g in groups)  # a constant state per sequence, flat in the tokens
-        out.append(weights * precision.weight_bytes + batch * (stored * precision.kv_bytes + held))
+        out.append(precision.held_weight_bytes(weights, experts) + batch * (stored * precision.kv_bytes + held))
     out[0] += ends["embed"] * precision.weight_bytes
     out[-1] += ends["head"] * precision.weight_bytes
     if local.tied_embeddings and pp > 1:  # the last stage keeps its own copy of the shared table

@@ -21,6 +21,7 @@
 | W      | sliding-window length                                |
 | Wc     | attention chunk length (Llama 4: a query sees only its own chunk) |
 | b_w, b_a, b_kv | bytes per element of weights, activations, KV cache (scales included) |
+| b_e    | bytes per routed-expert weight element (its own format: gpt-oss MXFP4, Kimi-K2 INT4) |
 | Di     | constant-state mixer inner width (Mamba d_inner; DeltaNet value heads x value dim) |
 | Ns     | state size per inner channel (Mamba d_state; DeltaNet key head dim)    |
 | Nh     | state heads (Mamba-2 nheads; DeltaNet value heads); head dim = Di/Nh  |
@@ -41,6 +42,10 @@ W = sp.symbols("W", positive=True)
 Wc = sp.symbols("W_c", positive=True)  # attention chunk length (Llama 4's chunked layers)
 P = sp.symbols("P", positive=True)  # learned position table rows (GPT-2)
 b_w, b_a, b_kv = sp.symbols("b_w b_a b_kv", positive=True)
+# The routed experts' weights get their own letter: checkpoints store them in another format than the rest
+# (gpt-oss: MXFP4 experts, bf16 attention). A fourth width, not a per-op scale, keeps every cost one
+# expression in the letters and every evaluator one call; Precision(experts=None) sets b_e = b_w.
+b_e = sp.symbols("b_e", positive=True)
 # Constant-state mixers (Mamba-1/2, gated DeltaNet, lightning attention): see roofline/state_ops.py.
 Di, Ns, Nh, G, Kc, Rdt, Q = sp.symbols("D_i N_s N_h G K_c R_dt Q", positive=True)
 b_s = sp.symbols("b_s", positive=True)
@@ -48,4 +53,4 @@ Fs = sp.symbols("F_s", positive=True)
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)
-BYTE_WIDTHS = (b_w, b_a, b_kv)
+BYTE_WIDTHS = (b_w, b_a, b_kv, b_e)

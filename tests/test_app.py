@@ -454,3 +454,21 @@ def test_the_memory_page_breaks_a_hybrid_down_by_layer_kind_and_its_twin_moves_t
     clean(at)
     assert set(at.dataframe[-1].value["layers"]) == {"layers[global,none]", "layers[none,dense]"}
     assert metric(at, "max batch") != hybrid_wall
+
+
+def test_the_experts_format_is_offered_for_moe_models_only_and_reaches_the_library():
+    at = start()
+    assert not [w for w in at.sidebar.selectbox if w.label == "routed experts"]  # llama-2-13b: dense
+    at.selectbox(key="model").set_value("gpt-oss-120b").run()
+    at.selectbox(key="experts").set_value("mxfp4").run()
+    clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert shown(at) == expected(analyze("gpt-oss-120b", "h100-sxm", batch=[1], prompt=1024, gen=128,
+                                         precision=Precision(weights="bf16", experts="mxfp4")))
+    for page in PAGES:
+        at.radio(key="page").set_value(page).run()
+        clean(at)
+        assert not at.error, (page, [e.value for e in at.error])
+    at.selectbox(key="model").set_value("llama-2-13b").run()  # back to a dense model: the choice is gone, no error
+    clean(at)
+    assert not at.error and not [w for w in at.sidebar.selectbox if w.label == "routed experts"]

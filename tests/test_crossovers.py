@@ -36,7 +36,7 @@ def test_critical_batch_puts_the_decode_weight_intensity_on_the_ridge(weights):
 def test_kv_equals_weights_context_balances_the_compiled_decode_bytes():
     config = load_model("llama-3.1-8b")
     c = kv_equals_weights_context(config)
-    parts = np.array(compile_model(config).decode(1.0, c.value, (2.0, 2.0, 2.0)))
+    parts = np.array(compile_model(config).decode(1.0, c.value, (2.0, 2.0, 2.0, 2.0)))
     assert parts[:, 4].sum() == pytest.approx(parts[:, 1].sum(), rel=1e-6)  # KV read == weights read
 
 
@@ -72,7 +72,7 @@ def test_with_unlimited_compute_saturation_is_the_napkins_nine_a_over_b():
 def test_memory_bound_line_passes_through_the_compiled_decode_bytes_at_two_batches():
     config = load_model("llama-2-13b")
     model = memory_bound_model(config, H100, prompt=1024)
-    one, two = (np.array(compile_model(config).decode(b, 1025.0, (2.0, 2.0, 2.0)))[:, 1:].sum() for b in (1.0, 2.0))
+    one, two = (np.array(compile_model(config).decode(b, 1025.0, (2.0, 2.0, 2.0, 2.0)))[:, 1:].sum() for b in (1.0, 2.0))
     assert model["b"] == pytest.approx((two - one) / H100.memory_bandwidth)
     assert model["a"] == pytest.approx((2 * one - two) / H100.memory_bandwidth)  # the weights read once a step
 
@@ -86,7 +86,7 @@ def test_doubling_past_the_diminishing_batch_gains_exactly_the_fraction_in_the_m
 
 def _tpot(config, hw, batch, prompt, kv_bytes=2.0):
     phase = compile_model(config).decode
-    return step_times(phase.parts(float(batch), float(prompt + 1), (2.0, 2.0, kv_bytes)), phase,
+    return step_times(phase.parts(float(batch), float(prompt + 1), (2.0, 2.0, kv_bytes, 2.0)), phase,
                       Roofs.of(hw, Precision())).roofline_s
 
 

@@ -42,7 +42,7 @@ def our_flops(config: ModelConfig, phase: str, batch: int, prompt: int) -> float
         config = config.with_overrides(top_k=config.n_experts)
     compiled = compile_model(config, HF_LIKE)
     step, context = (compiled.prefill, prompt) if phase == "prefill" else (compiled.decode, prompt + 1)
-    return float(step(batch, context, (4.0, 4.0, 4.0))[:, FLOPS_ROW].sum())
+    return float(step(batch, context, (4.0, 4.0, 4.0, 4.0))[:, FLOPS_ROW].sum())
 
 
 @pytest.mark.parametrize("name", bundled_models())

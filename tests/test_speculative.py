@@ -70,7 +70,7 @@ def test_effective_tpot_matches_a_monte_carlo_generation_of_a_thousand_tokens():
 
 def test_verification_of_gamma_plus_one_queries_is_a_decode_step_when_one_query_is_asked():
     config = load_model("llama-2-7b")
-    widths = (2.0, 2.0, 2.0)
+    widths = (2.0, 2.0, 2.0, 2.0)
     one = np.array(queries_phase(config, compile_model(config).options, 1)(4.0, 900.0, widths))
     assert np.allclose(one, compile_model(config).decode(4.0, 900.0, widths))
 
@@ -79,7 +79,7 @@ def test_verification_counts_every_query_against_its_causal_keys():
     config = load_model("llama-2-7b")
     phase = queries_phase(config, compile_model(config).options, 5)
     row = phase.names.index("layers[global,dense].attention")
-    flops = phase(1.0, 1000.0, (2.0, 2.0, 2.0))[row, 0]
+    flops = phase(1.0, 1000.0, (2.0, 2.0, 2.0, 2.0))[row, 0]
     pairs = sum(range(996, 1001))  # queries at positions 996..1000 see that many keys each
     assert flops == pytest.approx(32 * 2 * 32 * pairs * 128 * 2)
 

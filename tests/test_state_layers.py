@@ -66,7 +66,7 @@ def test_the_state_is_held_once_per_sequence_flat_in_the_context(name):
 def test_a_pure_ssm_decode_step_costs_the_same_at_every_context():
     config = load_model("mamba-codestral-7b")
     decode = compile_model(config).decode
-    short, long = decode(8.0, 1025.0, (2.0, 2.0, 2.0)), decode(8.0, 1 << 20, (2.0, 2.0, 2.0))
+    short, long = decode(8.0, 1025.0, (2.0, 2.0, 2.0, 2.0)), decode(8.0, 1 << 20, (2.0, 2.0, 2.0, 2.0))
     assert (short == long).all()
     assert compile_model(config).kv_per_token(2.0) == 0
 

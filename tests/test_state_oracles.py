@@ -21,7 +21,7 @@ from hf_reference import STATE_CASES, TINY_CONFIGS, hf_cache_bytes, hf_flops_by_
 
 from roofline import ModelConfig, Options  # noqa: E402
 from roofline.compiled import FLOPS_ROW, compile_model  # noqa: E402
-from roofline.ops import ATTENTION_MATMUL, WEIGHT_MATMUL  # noqa: E402
+from roofline.ops import ATTENTION_MATMUL, EXPERT_MATMUL, WEIGHT_MATMUL  # noqa: E402
 
 HF_LIKE = Options(attention="eager", logits="all", mla_form="naive")
 SCANS = ("ssd_scan", "delta_rule", "selective_scan", "lightning_attention")
@@ -37,11 +37,11 @@ def ours_by_kind(cfg: ModelConfig, phase: str, batch: int, prompt: int) -> dict[
     """Our FLOPs split as HF's counter splits them: projections, conv, attention, scan."""
     compiled = compile_model(cfg, HF_LIKE)
     step, context = (compiled.prefill, prompt) if phase == "prefill" else (compiled.decode, prompt + 1)
-    flops = step(batch, context, (4.0, 4.0, 4.0))[:, FLOPS_ROW]
+    flops = step(batch, context, (4.0, 4.0, 4.0, 4.0))[:, FLOPS_ROW]
     out = {"mm": 0.0, "conv": 0.0, "attention": 0.0, "scan": 0.0}
     for name, matmul, value in zip(step.ops, step.matmul, flops):
         kind = ("conv" if name.op == "conv1d" else "scan" if name.op in SCANS
-                else "mm" if matmul == WEIGHT_MATMUL else "attention" if matmul == ATTENTION_MATMUL else None)
+                else "mm" if matmul in (WEIGHT_MATMUL, EXPERT_MATMUL) else "attention" if matmul == ATTENTION_MATMUL else None)
         if kind:
             out[kind] += float(value)
     return out

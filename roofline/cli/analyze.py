@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
     analysis = analyze(
         config, args.hardware, batch=parse_batches(args.batch),
         prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
-        precision=Precision(weights=normalize_dtype(args.weights, "--weights"),
-                            activations=normalize_dtype(args.act, "--act"), kv=normalize_dtype(args.kv, "--kv")),
+        precision=precision_of(args),
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
@@ -90,8 +89,24 @@ COMMANDS = [("analyze", add_arguments, run)]
 def add_precision(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", metavar="DTYPE", default="bf16",
                         help="weight format: bf16, fp16, fp8, int8, int4, q8_0, q4_0 (default %(default)s)")
+    add_experts(parser)
     parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
     parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+
+
+def add_experts(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--experts", metavar="FORMAT", default=None,
+                        help="the routed MoE experts' weight format (gpt-oss: mxfp4; Kimi-K2-Thinking: int4); "
+                             "default: the --weights format. A model without routed experts refuses it")
+
+
+def experts_of(args) -> str | None:
+    return None if args.experts is None else normalize_dtype(args.experts, "--experts")
+
+
+def precision_of(args) -> Precision:
+    return Precision(weights=normalize_dtype(args.weights, "--weights"), activations=normalize_dtype(args.act, "--act"),
+                     kv=normalize_dtype(args.kv, "--kv"), experts=experts_of(args))
 
 
 def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +176,7 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
     for record in analysis.records():
         row = {"model": analysis.config.name, "config_hash": analysis.config.source_hash,
                "hardware": analysis.hardware.id, "method": method, "calibration": analysis.calibration.name,
-               "weights": p.weights, "activations": p.activations, "kv": p.kv, **record}
+               "weights": p.weights, "experts": p.expert_format, "activations": p.activations, "kv": p.kv, **record}
         row["roofline_tpot_s"] = record["tpot_s"]
         if napkin:
             row["tpot_s"] = record["napkin_tpot_s"]
@@ -211,7 +226,8 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
     header = [
         f"model     {cfg.name} (config {cfg.source_hash})" + (f", what-if {what_if}" if what_if else ""),
         f"hardware  {hw.name} ({hw.id}): {fmt_bytes(hw.memory_bytes)}, {fmt_rate(hw.memory_bandwidth, 'B/s')}",
-        (f"precision weights {p.weights}, activations {p.activations}, KV {p.kv}; "
+        (f"precision weights {p.weights}" + (f", routed experts {p.experts}" if p.experts else "") +
+         f", activations {p.activations}, KV {p.kv}; "
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"calibration {_calibration_text(cal)}" if engine.is_ideal else f"engine    {_engine_text(engine)}",

@@ -15,7 +15,7 @@ import sympy as sp
 
 from ..plan import Targets, Workload, load_prices, plan, verdict
 from ..planning.workload import parse_lengths
-from .analyze import prefill_chunk
+from .analyze import add_experts, experts_of, prefill_chunk
 
 SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
          "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound")
@@ -67,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ep", default="1", help="candidate expert-parallel degrees, MoE only (default %(default)s)")
     parser.add_argument("--weights", default="bf16,fp8,int8,int4", help="candidate weight formats (default %(default)s)")
     parser.add_argument("--kv", default="bf16", help="candidate KV-cache formats (default %(default)s)")
+    add_experts(parser)
     parser.add_argument("--engine", default="ideal", help="candidate engines, data/engines names or YAML paths")
     parser.add_argument("--max-batch", default="none", help="candidate batch caps, 'none' for memory's (default %(default)s)")
     parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
                  max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
                  frontier=_positive(args.frontier, "--frontier", int),
                  requests=_positive(args.requests, "--requests", int),
-                 progress=None if targets.percentile is None else _progress_bar())
+                 progress=None if targets.percentile is None else _progress_bar(), experts=experts_of(args))
     status = 0 if frame["feasible"].any() else 1
     if args.json:
         records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
@@ -152,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
     feasible = frame[frame["feasible"]].head(_positive(args.top, "--top", int))
     if not feasible.empty:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
+        if args.experts is not None:
+            shown.insert(shown.index("weights") + 1, "experts")
         table = feasible[shown].astype({c: "Int64" for c in ("batch", "replicas", "gpus")})
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     rejected = frame.loc[~frame["feasible"], "rejected"].str.split(":").str[0].value_counts()

@@ -18,6 +18,7 @@ from ..hardware import DATA_DIR, Hardware, load_hardware
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from ..views.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
+from .analyze import add_experts, experts_of
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
@@ -57,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gen", default=str(DEFAULTS["gen"]), help="generated tokens G")
     parser.add_argument("--weights", default="bf16", help="weight dtype (bf16, fp8, int8, int4, ...)")
     parser.add_argument("--kv", default="bf16", help="KV-cache dtype")
+    add_experts(parser)
     parser.add_argument("--calibration", help="calibration YAML from `roofline fit` (default: data/calibration files "
                                               "fitted for the report's hardware)")
     parser.add_argument("--measurements", action="append", help="measurement CSV from `roofline validate` (repeatable)")
@@ -210,7 +212,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"no such file {path!r}")
     validation = find_validation(hardware, args.calibration, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
-                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args))
+                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args),
+                        experts=experts_of(args))
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     out.mkdir(parents=True, exist_ok=True)
     written = []

@@ -17,9 +17,9 @@ import sympy as sp
 
 from ..config import check_context, load_model
 from ..hardware import load_hardware
-from ..precision import Precision, normalize_dtype
+from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
-from .analyze import add_precision, add_prefill_chunk, prefill_chunk
+from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -35,8 +35,7 @@ def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
 
 
 def _precision(args) -> Precision:
-    return Precision(weights=normalize_dtype(args.weights, "--weights"), kv=normalize_dtype(args.kv, "--kv"),
-                     activations=normalize_dtype(args.act, "--act"))
+    return precision_of(args)
 
 
 def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b", prompt: bool = True) -> None:

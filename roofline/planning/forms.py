@@ -101,13 +101,12 @@ def explain(frame, config, work, targets, rows: int = 3, devices: dict | None = 
     """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even);
     devices maps a row's hardware id to its Hardware where it is not a bundled id (a JSON file's)."""
     from ..hardware import load_hardware
-    from ..precision import Precision
-    from .search import engine
+    from .search import engine, row_precision
     out = []
     best = frame[frame["feasible"]].drop_duplicates("hardware").head(rows)
     for _, row in best.iterrows():
         hw = (devices or {}).get(row["hardware"]) or load_hardware(row["hardware"])
-        d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
+        d = Deployment(config, hw, row_precision(row),
                        tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
                     tp_breakeven(d, int(row["batch"]), work.prompt_mean)))

@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..deployment import Deployment
-from ..precision import Precision
 from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
-from .search import engine
+from .search import engine, row_precision
 
 BLOCK = 16  # KV tokens per page, vLLM's default
 
@@ -31,7 +30,7 @@ def requests_for(work, rate: float, n: int, seed: int) -> Requests:
 
 def simulate_row(config, hw, row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
     """Simulated percentiles of one replica of a candidate (on `hw`) at its share of the rate."""
-    d = Deployment(config, hw, Precision(weights=row["weights"], kv=row["kv"]),
+    d = Deployment(config, hw, row_precision(row),
                    tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
     chunk = None if pd.isna(row["prefill_chunk"]) else int(row["prefill_chunk"])
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences

@@ -78,10 +78,16 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
     return out
 
 
+def row_precision(row) -> Precision:
+    """A candidate row's Precision: its `experts` column names the format, None when it is the weights'."""
+    experts = row.get("experts")
+    return Precision(weights=row["weights"], kv=row["kv"], experts=None if experts == row["weights"] else experts)
+
+
 def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
-         priced=True) -> Core:
+         priced=True, experts=None) -> Core:
     try:
-        d = Deployment(model, hw, Precision(weights=weights, kv=kv), tp=tp, pp=pp, ep=ep,
+        d = Deployment(model, hw, Precision(weights=weights, kv=kv, experts=experts), tp=tp, pp=pp, ep=ep,
                        engine=engine(engine_name))
     except ValueError as err:
         return Core(None, f"layout: {err}")

@@ -27,7 +27,7 @@ from ..hardware import Hardware
 from ..model import DECODE, Options, decode_context, phase_ops
 from ..ops import expected_experts_touched
 from ..precision import Precision
-from ..symbols import B, E, S, T, b_a, b_kv, b_w, k
+from ..symbols import BYTE_WIDTHS, B, E, S, T, b_kv, k
 
 M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, prefill workspace
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
@@ -60,10 +60,11 @@ def critical_batch(hw: Hardware, precision: Precision = Precision(), config: Mod
 def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision()) -> Crossover:
     """The batch where routed-expert matmuls turn compute-bound: each touched expert sees B·k / E_t(B) tokens,
     E_t(B) = E(1 − (1 − k/E)^B) the expected distinct experts (the count the decode cost reads), and that
-    must reach the dense critical batch. Tokens per expert grow with B, so bisection finds the first B."""
+    must reach the critical batch at the experts' own b_e and matmul dtype. Tokens per expert grow with B, so
+    bisection finds the first B."""
     if not config.n_experts:
         raise ValueError(f"model {config.name!r}: has no routed experts; use critical_batch")
-    _, dense = derivations.critical_batch(hw, precision)
+    _, dense = derivations.critical_batch(hw, precision, experts=True)  # at the experts' own b_e and matmul dtype
     per_expert = B * k / expected_experts_touched().xreplace({T: 1})
     given = {E: config.n_experts, k: config.top_k}
     tokens = sp.lambdify(B, per_expert.xreplace(given), modules="numpy")
@@ -94,7 +95,8 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
         note = (f"{note}; " if note else "the constant state's read counts with the KV; ") + \
             f"all-attention twin: S = {twin:,.0f}"
     return Crossover("kv_equals_weights_context", sp.Eq(S, expr, evaluate=False), value,
-                     {"b_w": precision.weight_bytes, "b_kv": precision.kv_bytes}, note)
+                     {"b_w": precision.weight_bytes, "b_kv": precision.kv_bytes,
+                      **({"b_e": precision.expert_bytes} if precision.experts is not None else {})}, note)
 
 
 def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
@@ -118,7 +120,7 @@ def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precisio
 
 
 def _widths(precision: Precision) -> dict:
-    return dict(zip((b_w, b_a, b_kv), precision.byte_widths))
+    return dict(zip(BYTE_WIDTHS, precision.byte_widths))
 
 
 def _fixed_seconds(d: Deployment) -> sp.Expr:

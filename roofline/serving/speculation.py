@@ -18,7 +18,7 @@ import sympy as sp
 
 from ..calibration import IDEAL, Calibration
 from ..compiled import CompiledPhase, compile_queries
-from ..config import ModelConfig, check_context, load_model
+from ..config import MOE, ModelConfig, check_context, load_model
 from ..deployment import Deployment
 from ..engine import Engine, load_engine
 from ..hardware import Hardware, load_hardware
@@ -90,7 +90,11 @@ def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
         if not 0 < draft <= 1:
             raise ValueError(f"draft: a cost fraction must be in (0, 1], got {draft!r}")
         return draft * target_decode
-    drafter = replace(target, config=load_model(draft), options=Options())
+    config = load_model(draft)
+    # A dense draft has no routed experts to store in the target's expert format: its weights are `weights`.
+    precision = target.precision if MOE in config.layer_mlp else replace(target.precision, experts=None,
+                                                                          expert_group_size=None)
+    drafter = replace(target, config=config, options=Options(), precision=precision)
     check_draft(drafter.config, target.config, drafter.compiled.params * target.tp, target.compiled.params * target.tp)
     return drafter.step(DECODE, batch, contexts).total_s
 

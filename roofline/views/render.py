@@ -124,6 +124,8 @@ def _provenance(study: Study) -> list:
         blocks += [("h", 3, f"Hardware: {hw.name} ({hw.id})"), ("table", table)]
     widths = [(what, getattr(p, what), f"{b:g}") for what, b in
               (("weights", p.weight_bytes), ("activations", p.activation_bytes), ("kv", p.kv_bytes))]
+    if p.experts is not None:
+        widths.insert(1, ("routed experts", p.experts, f"{p.expert_bytes:g}"))
     blocks += [("h", 3, "Precision, workload, software"),
                ("table", pd.DataFrame(widths, columns=["tensor", "dtype", "bytes per element (scales included)"])),
                ("p", (f"Batches {', '.join(map(str, inputs['batch']))}; prompt P = {inputs['prompt']} tokens; "
@@ -427,9 +429,11 @@ def results_frame(study: Study) -> pd.DataFrame:
         m = dev.analysis.metrics
         napkin = napkin_columns(m, dev.hardware)[list(NAPKIN_SHOWN)]  # the rest are the library's metrics
         frames.append(pd.concat([m, napkin], axis=1).assign(model=study.config.name, hardware=dev.hardware.id,
-                                                             weights=study.precision.weights, kv=study.precision.kv))
+                                                             weights=study.precision.weights,
+                                                             experts=study.precision.expert_format,
+                                                             kv=study.precision.kv))
     frame = pd.concat(frames, ignore_index=True)
-    first = ["model", "hardware", "weights", "kv", "batch"]
+    first = ["model", "hardware", "weights", "experts", "kv", "batch"]
     return frame[first + [c for c in frame.columns if c not in first]]
 
 

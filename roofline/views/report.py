@@ -101,7 +101,7 @@ class Study:
 def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS["hardware"],
                 batch=DEFAULTS["batch"], prompt: int = DEFAULTS["prompt"], gen: int = DEFAULTS["gen"],
                 weights: str = "bf16", kv: str = "bf16", validation: dict | None = None, plots: bool = True,
-                progress=None, engine: str | None = None, slo: dict | None = None) -> Study:
+                progress=None, engine: str | None = None, slo: dict | None = None, experts: str | None = None) -> Study:
     """The whole study; validation maps a hardware id to the ValidationInput shown in its section 7;
     engine (data/engines name or YAML) adds section 8, its achievable times beside the ideal bound;
     slo (rate, ttft_s, tpot_s and optionally e2e_s) adds the plan section (roofline.views.report_plan).
@@ -114,13 +114,14 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
         raise ValueError("hardware: give at least one hardware id")
     if len({d.id for d in devices}) != len(devices):
         raise ValueError(f"hardware: repeated id in {[d.id for d in devices]}")
-    precision = Precision(weights=weights, kv=kv)
+    precision = Precision(weights=weights, kv=kv, experts=experts)
     values = np.atleast_1d(np.asarray(batch, dtype=float))
     if values.size == 0 or np.any(values <= 0) or np.any(values != np.round(values)):
         raise ValueError(f"batch: must be positive whole numbers, got {batch!r}")
     batches = sorted({int(b) for b in values})
     inputs = {"model": config.name, "hardware": [d.id for d in devices], "batch": batches, "prompt": int(prompt),
-              "gen": int(gen), "weights": precision.weights, "kv": precision.kv, "activations": precision.activations,
+              "gen": int(gen), "weights": precision.weights, "experts": precision.expert_format, "kv": precision.kv,
+              "activations": precision.activations,
               "engine": engine or "ideal"}
     total, done = len(devices) + 1 + int(plots), 0
 
@@ -197,7 +198,8 @@ def _device(config, hw, precision, analysis, inputs, validation) -> DeviceStudy:
 
 
 def _sweep_args(inputs: dict, precision: Precision) -> dict:
-    return {"gen": inputs["gen"], "weights": precision.weights, "kv": precision.kv, "e2e": False}
+    return {"gen": inputs["gen"], "weights": precision.weights, "kv": precision.kv, "experts": precision.experts,
+            "e2e": False}
 
 
 NAPKIN_SHOWN = ("napkin_fits",)  # the napkin column the library does not give
@@ -371,7 +373,9 @@ def _speculation(config, hw, precision, inputs) -> dict:
 
 def _whatifs(config, hw, precision, analysis, inputs) -> pd.DataFrame:
     batches = inputs["batch"]
-    rows = [_whatif_row("baseline", f"{precision.weights} weights, {precision.kv} KV", analysis.metrics, batches)]
+    experts = f", {precision.experts} routed experts" if precision.experts else ""
+    rows = [_whatif_row("baseline", f"{precision.weights} weights{experts}, {precision.kv} KV", analysis.metrics,
+                        batches)]
     for name, change, overrides, changes in WHATIFS:
         note = _whatif_note(config, name, overrides)
         if note or overrides is None:
@@ -454,9 +458,9 @@ def _state_derivation(config, precision) -> list:
 def model_terms(config: ModelConfig, precision: Precision) -> pd.DataFrame:
     """FLOPs, bytes and intensity of one layer's MLP and attention, in B and S, with this model's numbers."""
     from ..model import DECODE, PREFILL, Options, phase_ops
-    from ..symbols import b_a, b_kv, b_w
+    from ..symbols import b_a, b_e, b_kv, b_w
     widths = {b_w: sp.nsimplify(precision.weight_bytes), b_a: sp.nsimplify(precision.activation_bytes),
-              b_kv: sp.nsimplify(precision.kv_bytes)}
+              b_kv: sp.nsimplify(precision.kv_bytes), b_e: sp.nsimplify(precision.expert_bytes)}
     parts = (("MLP", lambda name: name.startswith(("mlp", "experts", "shared_experts", "router"))),
              ("attention", lambda name: name == "attention"),
              ("constant-state scan", lambda name: name in STATE_SCANS))

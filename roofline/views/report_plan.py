@@ -36,7 +36,7 @@ def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: 
                  e2e_s: float | None = None) -> PlanSection:
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
-                 (inputs.get("engine") or "ideal",), kv=(precision.kv,))
+                 (inputs.get("engine") or "ideal",), kv=(precision.kv,), experts=precision.experts)
     found = (explain(frame, config, work, targets, len(devices), {d.id: d for d in devices})
              if frame["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
