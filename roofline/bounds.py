@@ -15,7 +15,7 @@ import numpy as np
 from .calibration import IDEAL, Calibration
 from .compiled import CompiledPhase
 from .hardware import Hardware
-from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, WEIGHT_MATMUL
+from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, STATE_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
 BOUNDS = ("compute", "weight-bandwidth", "kv-bandwidth", "activation-bandwidth", "communication")
@@ -36,13 +36,16 @@ class Roofs:
     # Precision.expert_matmul_dtype, and an engine streams that format at its own quantized efficiency.
     expert_matmul_flops: float | None = None  # FLOP/s; None: weight_matmul_flops
     expert_bandwidth: float | None = None  # bytes/s; None: `bandwidth`
+    # Constant-state scans (ops.STATE_MATMUL) run at attention's roofs, but an engine's GQA re-reads
+    # (Calibration.attention_kv_reads) slow only softmax attention: None, attention's bandwidth.
+    state_bandwidth: float | None = None
 
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0,
            bandwidth: float | None = None, peak_flops: dict | None = None) -> Roofs:
         """bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays)."""
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
-        attention = calibration.attention_bandwidth_efficiency
+        attention = calibration.attention_bandwidth_efficiency / calibration.attention_kv_reads
 
         def peak(dtype):
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
@@ -56,26 +59,29 @@ class Roofs:
                    calibration.attention_corner,
                    peak(expert_dtype) * calibration.flops_efficiency.get(expert_dtype, 1.0)
                    if expert_dtype != weight_dtype else None,
-                   bandwidth * experts if experts != calibration.bandwidth_efficiency else None)
+                   bandwidth * experts if experts != calibration.bandwidth_efficiency else None,
+                   bandwidth * calibration.attention_bandwidth_efficiency if calibration.attention_kv_reads != 1 else None)
 
     def peaks(self, matmul_kinds: tuple) -> list:
         experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops
         table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops,
-                 EXPERT_MATMUL: experts}
+                 EXPERT_MATMUL: experts, STATE_MATMUL: self.attention_matmul_flops}
         return [table.get(kind, np.inf) for kind in matmul_kinds]
 
     def bandwidths(self, matmul_kinds: tuple):
         """Per op, or one value for all (the common case, kept scalar so one point stays fast)."""
-        return self._per_op(matmul_kinds, self.bandwidth, self.attention_bandwidth, self.expert_bandwidth)
+        return self._per_op(matmul_kinds, self.bandwidth, self.attention_bandwidth, self.expert_bandwidth,
+                            self.state_bandwidth)
 
     def corners(self, matmul_kinds: tuple):
         return self._per_op(matmul_kinds, self.corner, self.attention_corner)
 
     @staticmethod
-    def _per_op(matmul_kinds: tuple, value, attention_value, expert_value=None):
-        if attention_value is None and expert_value is None:
+    def _per_op(matmul_kinds: tuple, value, attention_value, expert_value=None, state_value=None):
+        if attention_value is None and expert_value is None and state_value is None:
             return value
-        table = {ATTENTION_MATMUL: value if attention_value is None else attention_value,
+        attention = value if attention_value is None else attention_value
+        table = {ATTENTION_MATMUL: attention, STATE_MATMUL: attention if state_value is None else state_value,
                  EXPERT_MATMUL: value if expert_value is None else expert_value}
         return [table.get(kind, value) for kind in matmul_kinds]
 

@@ -46,6 +46,9 @@ class Calibration:
     # The routed experts' GEMVs, when their weights are in a format of their own (Precision.experts): an
     # engine's quantized_efficiency for that format. None: bandwidth_efficiency.
     expert_bandwidth_efficiency: float | None = None
+    # Times softmax attention reads the K/V it needs: 1 + r (N/K - 1) for an engine whose kernels re-read a
+    # GQA group's cache per query head (Engine.gqa_rereads); constant-state scans are not re-read.
+    attention_kv_reads: float = 1.0
 
     def __post_init__(self):
         if self.attention_bandwidth_efficiency is None:
@@ -62,6 +65,9 @@ class Calibration:
         for name, value in values.items():
             if not 0 < value <= 1:  # a kernel that beats the measured roof means the roof was measured wrong
                 raise ValueError(f"calibration {self.name!r}: {name} must be in (0, 1], got {value!r}")
+        if not self.attention_kv_reads >= 1:
+            raise ValueError(f"calibration {self.name!r}: attention_kv_reads must be >= 1 (reads of the cache a "
+                             f"step needs), got {self.attention_kv_reads!r}")
         for name in ("step_overhead_s", "layer_overhead_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"calibration {self.name!r}: {name} must be >= 0")

@@ -15,7 +15,7 @@ from .config import ModelConfig
 from .cost import BYTE_CATEGORIES
 from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
 from .model import routed_parameter_count, state_bytes_expr
-from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, WEIGHT_MATMUL
+from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, STATE_MATMUL, WEIGHT_MATMUL
 from .symbols import BYTE_WIDTHS, B, S, T, b_kv
 
 ARGS = (B, S) + BYTE_WIDTHS
@@ -155,4 +155,4 @@ def compile_model(config: ModelConfig, options: Options = Options()) -> Compiled
     )
 
 
-MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL, EXPERT_MATMUL)
+MATMUL_KINDS = (WEIGHT_MATMUL, ATTENTION_MATMUL, EXPERT_MATMUL, STATE_MATMUL)

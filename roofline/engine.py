@@ -103,8 +103,9 @@ class Engine:
         quantized_efficiency; None: the same as `weights`.
 
         group: query heads sharing one K/V head (N/K). Reading the cache 1 + r (group - 1) times over is
-        priced as attention streaming the cache that many times slower: the bytes a step needs stay the
-        model's, the engine's kernels move more of them.
+        priced as softmax attention streaming the cache that many times slower (Calibration.attention_kv_reads):
+        the bytes a step needs stay the model's, the engine's kernels move more of them. Constant-state scans
+        keep the attention kernels' efficiency without the re-reads.
         """
         bandwidth = self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
         experts_bandwidth = bandwidth if experts is None else (
@@ -115,7 +116,8 @@ class Engine:
                            flops_efficiency={d: self.flops_efficiency for d in BITS},  # every matmul dtype
                            step_overhead_s=self.step_overhead_s, layer_overhead_s=self.layer_overhead_s,
                            corner=self.corner,
-                           attention_bandwidth_efficiency=self.attention_bandwidth_efficiency / reads,
+                           attention_bandwidth_efficiency=self.attention_bandwidth_efficiency,
+                           attention_kv_reads=reads,
                            attention_flops_efficiency=self.attention_flops_efficiency)
 
     def as_document(self) -> dict:

@@ -17,6 +17,9 @@ from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, 
 ZERO = sp.Integer(0)
 WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
 EXPERT_MATMUL = "experts"  # the routed experts' matmuls: weights of width b_e, run in Precision.expert_matmul_dtype
+# Constant-state scans (state_ops): activations against a per-sequence state, priced at attention's roofs
+# (the same kind of small per-head products) but never re-read per query head the way a GQA cache can be.
+STATE_MATMUL = "state"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .cost import Cost
-from .ops import ATTENTION_MATMUL, Op, linear, norm, tokens
+from .ops import STATE_MATMUL, Op, linear, norm, tokens
 from .symbols import B, D, Di, G, H, Kc, N, Nh, Ns, Q, Rdt, T, b_a, b_kv, b_s, b_w
 
 
@@ -66,7 +66,7 @@ def ssd_scan(name: str = "ssd_scan") -> Op:
         act_write=b_a * n * Di,                  # write y
         kv_read=B * state,                       # read h
         kv_write=B * state,                      # write h
-    ), 3 * Nh, ATTENTION_MATMUL, state=state)
+    ), 3 * Nh, STATE_MATMUL, state=state)
 
 
 def mamba2_block(conv_bias: bool = True, proj_bias: bool = False, rms_gate: bool = True) -> list[Op]:
@@ -96,7 +96,7 @@ def selective_scan(name: str = "selective_scan") -> Op:
         act_write=b_a * n * Di,                  # write y
         kv_read=B * state,                       # read h
         kv_write=B * state,                      # write h
-    ), Di * Ns + Di, ATTENTION_MATMUL, state=state)
+    ), Di * Ns + Di, STATE_MATMUL, state=state)
 
 
 def mamba_block(dt_norms: bool = False, conv_bias: bool = True, proj_bias: bool = False) -> list[Op]:
@@ -137,7 +137,7 @@ def delta_rule_scan(name: str = "delta_rule") -> Op:
         act_write=b_a * n * Di,                  # write o
         kv_read=B * state,                       # read S
         kv_write=B * state,                      # write S
-    ), 2 * Nh, ATTENTION_MATMUL, state=state)
+    ), 2 * Nh, STATE_MATMUL, state=state)
 
 
 def deltanet_block() -> list[Op]:
@@ -167,7 +167,7 @@ def lightning_scan(name: str = "lightning_attention") -> Op:
         act_write=b_a * n * N * H,               # write o
         kv_read=B * state,                       # read S
         kv_write=B * state,                      # write S
-    ), sp.Integer(0), ATTENTION_MATMUL, state=state)
+    ), sp.Integer(0), STATE_MATMUL, state=state)
 
 
 def lightning_block() -> list[Op]:

@@ -71,6 +71,20 @@ def test_gqa_rereads_read_the_cache_once_per_query_head_at_one():
             assert attention_memory_s(rereads) - once == pytest.approx(once * rereads * (group - 1), rel=1e-9)
 
 
+def test_gqa_rereads_slow_softmax_attention_and_leave_constant_state_scans_alone():
+    """Nemotron-Nano-9B-v2 has both: 4 attention layers of 40 query heads over 8 KV heads (a group of 5) and
+    27 Mamba-2 layers, whose state is read once a step whatever the engine's attention kernel does."""
+    model = load_model("nemotron-nano-9b-v2")
+
+    def memory_s(rereads):
+        step = Deployment(model, A100, engine=Engine(name="g", attention_bandwidth_efficiency=0.8,
+                                                     gqa_rereads=rereads)).step("decode", 16, 4097)
+        return {op.op: float(t) for op, t in zip(step.ops, step.memory_s) if op.op in ("attention", "ssd_scan")}
+    once, per_head = memory_s(0.0), memory_s(1.0)
+    assert per_head["attention"] == pytest.approx(once["attention"] * 5)
+    assert per_head["ssd_scan"] == once["ssd_scan"]
+
+
 def test_the_corner_rounds_the_roofline_where_compute_and_memory_meet():
     """p = 1: an op takes compute + memory (no overlap); p = inf: the sharp roofline's max."""
     model = load_model("llama-2-7b")
