@@ -19,7 +19,8 @@ import sympy as sp
 
 from ..api import METRIC_DEFINITIONS
 from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
-from .report import ACCEPTANCE, NAPKIN_SHOWN, Study, figure_name, napkin_columns
+from .report import NAPKIN_SHOWN, Study, figure_name, napkin_columns
+from .report_whatifs import ACCEPTANCE
 from .report_plan import plan_blocks, plan_json
 
 EXTRA_DEFINITIONS = {
