@@ -28,7 +28,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     """Fit an engine's physical parameters to measured rows, with leave-one-out error per family."""
-    prior = load_engine(args.engine)
+    prior = load_engine(args.engine).prior()  # a fitted profile refits from its priors, not its last fit
     rows = rows_of(prior, Path(args.file))
     fitted = fit_engine(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
                                                        f"(lines {', '.join(str(r.line) for r in rows)})")
