@@ -117,3 +117,11 @@ def test_bad_qk_norm_and_chunk_values_name_the_field():
         config.with_overrides(qk_norm="layer")
     with pytest.raises(ValueError, match="chunk"):
         config.with_overrides(chunk=0)
+
+
+def test_an_abbreviated_or_unknown_flag_is_refused_not_guessed(capsys):
+    """argparse would read `report --tp 4` as `--tpot 4` (report has no --tp): the command must refuse it."""
+    from roofline.cli import main
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", "--model", "llama-2-7b", "--tp", "4"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --tp 4" in capsys.readouterr().err

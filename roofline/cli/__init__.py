@@ -13,13 +13,15 @@ MODULES = (analyze, report, serving, engines, plan, cli_validation)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="roofline", description="Analytic roofline and cost model for LLM inference.")
+    # No abbreviations: `report --tp 4` would silently be `--tpot 4` (report has no --tp).
+    parser = argparse.ArgumentParser(prog="roofline", description="Analytic roofline and cost model for LLM inference.",
+                                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
     runners = {}
     for module in MODULES:
         for name, add_arguments, run in module.COMMANDS:
             summary = (run.__doc__ or "").strip().splitlines()[0]
-            add_arguments(sub.add_parser(name, help=summary.replace("%", "%%")))  # argparse formats help with %
+            add_arguments(sub.add_parser(name, help=summary.replace("%", "%%"), allow_abbrev=False))  # help: % formats
             runners[name] = run
     args = parser.parse_args(argv)
     try:
