@@ -5,6 +5,9 @@ in a space that keeps it physical: an efficiency as a logistic of a free number 
 (0, 1)), a latency as an exponential (so it stays > 0). The fit minimises the log-space error of
 the step pricer's prediction against every row (Levenberg-Marquardt, numpy only) with a weak pull
 towards the prior, so a parameter the rows do not constrain stays where its prior put it.
+How well the rows pin each parameter: its 68% range from the cost's curvature at the fit (a Laplace
+approximation, with the scatter the rows leave as their noise), and a flag where that range is still
+more than half the prior's, i.e. other parameters can trade against it and the prior still decides.
 Accuracy: in-sample, and leave-one-out (each row predicted by a fit that never saw it).
 """
 from __future__ import annotations
@@ -23,6 +26,8 @@ from .published import Row, errors
 PRIOR_WEIGHT = 0.05  # pull towards the prior, in the transformed space (a few % of a typical residual)
 ITERATIONS = 40
 EFFICIENCY_CAP = 0.999  # logistic(x) < 1: an efficiency of exactly 1 is the ideal bound, not a fit
+ROW_NOISE_FLOOR = 0.01  # published figures carry 2-4 significant digits: no fit knows its rows better than ~1%
+WEAKLY_PINNED = 0.5  # spread after the fit / the prior's, above which the prior still holds >= 1/4 of its precision
 
 
 def is_latency(name: str) -> bool:
@@ -113,6 +118,36 @@ def fit_engine(prior: Engine, rows: list[Row], names: list[str], pinned_note: st
     note = pinned_note or f"{len(rows)} rows"
     priors = {**{n: get(prior, n) for n in free}, **prior.priors}  # the first prior stays the prior
     return dataclasses.replace(fitted, pinned_by={**prior.pinned_by, **{n: note for n in free}}, priors=priors)
+
+
+@dataclasses.dataclass(frozen=True)
+class Pinning:
+    low: float  # the 68% range, in the parameter's own unit
+    high: float
+    weak: bool  # its spread is over WEAKLY_PINNED of the prior's: other parameters trade against it
+
+
+def pinning(engine: Engine, rows: list[Row], names: list[str]) -> dict[str, Pinning]:
+    """How tightly `rows` pin each of `names` around a fitted engine's values.
+
+    The fit minimises |log errors|^2 + w^2 |x - x0|^2 in the free space; read as -2 sigma^2 log posterior,
+    its covariance there is sigma^2 (J'J + w^2)^-1 against the prior's sigma^2 / w^2, with sigma the
+    rows' scatter about the fit (n - k degrees of freedom, at least ROW_NOISE_FLOOR)."""
+    free = identified(names, rows)
+    if not free:
+        return {}
+    x = np.array([to_free(n, get(engine, n)) for n in free])
+
+    def log_errors(at):
+        return np.log(np.maximum(errors(rows, with_values(engine, free, [from_free(n, v) for n, v in
+                                                                          zip(free, at)])) + 1, 1e-9))
+    r, step = log_errors(x), 1e-5
+    jacobian = np.stack([(log_errors(x + step * e) - r) / step for e in np.eye(len(x))], axis=1)
+    sigma = max(float(np.sqrt(r @ r / max(len(rows) - len(free), 1))), ROW_NOISE_FLOOR)
+    spread = sigma * np.sqrt(np.diag(np.linalg.inv(jacobian.T @ jacobian + PRIOR_WEIGHT ** 2 * np.eye(len(x)))))
+    prior_spread = sigma / PRIOR_WEIGHT
+    return {n: Pinning(*sorted((from_free(n, v - s), from_free(n, v + s))), weak=s > WEAKLY_PINNED * prior_spread)
+            for n, v, s in zip(free, x, spread)}
 
 
 def leave_one_out(engine: Engine, rows: list[Row], names: list[str]) -> np.ndarray:

@@ -11,7 +11,7 @@ import roofline
 from roofline.cli import main
 from roofline.deployment import Deployment
 from roofline.engine import Engine, load_engine
-from roofline.engine_fit import fit_engine, get, leave_one_out, summary
+from roofline.engine_fit import fit_engine, get, leave_one_out, pinning, summary
 from roofline.evaluate import evaluate
 from roofline.hardware import load_hardware
 from roofline.config import load_model
@@ -151,6 +151,33 @@ def test_the_fit_recovers_an_engine_that_generated_the_rows():
     assert fitted.quantized_efficiency["int4"] == pytest.approx(0.5, rel=0.03)
     assert fitted.allreduce_latency_s == pytest.approx(15e-6, rel=0.1)
     assert fitted.priors["bandwidth_efficiency"] == 0.9  # the prior is kept for leave-one-out
+
+
+def test_pinning_is_tight_where_rows_separate_parameters_and_weak_where_they_trade():
+    """gpt-fast's int4 rows see only the product of the 16-bit and int4 GEMV efficiencies: fitted on those
+    rows alone, the two trade freely (weak); the int4 share is pinned once the bf16 rows fix the other."""
+    rows = [r for r in read_rows() if r.framework.startswith("gpt-fast")]
+    synthetic = [roofline.published.Row(**{**r.__dict__, "value": roofline.published.predict(r, GPT_FAST_LIKE)})
+                 for r in rows]
+    names = ["bandwidth_efficiency", "quantized_efficiency.int4"]
+    prior = dataclasses.replace(GPT_FAST_LIKE, bandwidth_efficiency=0.9,
+                                quantized_efficiency={**GPT_FAST_LIKE.quantized_efficiency, "int4": 0.9})
+    everything = fit_engine(prior, synthetic, names)
+    pinned = pinning(everything, synthetic, names)
+    assert not pinned["quantized_efficiency.int4"].weak and not pinned["bandwidth_efficiency"].weak
+    assert pinned["quantized_efficiency.int4"].low <= 0.5 <= pinned["quantized_efficiency.int4"].high
+    int4 = [r for r in synthetic if r.precision.weights == "int4"]
+    traded = pinning(fit_engine(prior, int4, names), int4, names)
+    assert traded["quantized_efficiency.int4"].weak and traded["bandwidth_efficiency"].weak
+
+
+def test_fit_engine_writes_each_parameters_range_and_flags_the_weakly_pinned(tmp_path, capsys):
+    assert main(["fit-engine", "--engine", "tensorrt-llm", "--out", str(tmp_path / "trt.yaml")]) == 0
+    document = yaml.safe_load((tmp_path / "trt.yaml").read_text())
+    low, high = document["flops_efficiency"]["range_68"]
+    assert low < document["flops_efficiency"]["value"] < high and "weakly_pinned" not in document["flops_efficiency"]
+    assert "weakly_pinned" in document["request_overhead_s"]  # it trades against the all-reduce latency
+    assert "the rows pin request_overhead_s only weakly" in capsys.readouterr().err
 
 
 def test_a_parameter_no_row_pins_keeps_its_prior_with_a_warning():

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import yaml
 
-from ..engine import ENGINES_DIR, load_engine
-from ..engine_fit import accuracy, fit_engine, leave_one_out, summary
+from ..engine import ENGINES_DIR, QUANTIZED, load_engine
+from ..engine_fit import accuracy, fit_engine, leave_one_out, pinning, summary
 from ..published import PUBLISHED, errors, read_rows, rows_for
 
 
@@ -33,6 +34,13 @@ def run_fit(args: argparse.Namespace) -> int:
     fitted = fit_engine(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
                                                        f"(lines {', '.join(str(r.line) for r in rows)})")
     document = fitted.as_document()
+    for name, pinned in pinning(fitted, rows, list(prior.fit)).items():
+        entry = document[QUANTIZED][name.split(".", 1)[1]] if name.startswith(QUANTIZED + ".") else document[name]
+        entry["range_68"] = [pinned.low, pinned.high]
+        if pinned.weak:
+            entry["weakly_pinned"] = "the rows trade it against other parameters: its prior still matters"
+            print(f"roofline fit-engine: warning: the rows pin {name} only weakly (68% range {pinned.low:.4g} to "
+                  f"{pinned.high:.4g}); its prior {fitted.priors.get(name)!r} still matters", file=sys.stderr)
     document["accuracy"] = {"in_sample": summary(rows, errors(rows, fitted)),
                             "leave_one_out": summary(rows, leave_one_out(fitted, rows, list(prior.fit)))}
     text = yaml.safe_dump(document, sort_keys=False)
