@@ -7,7 +7,8 @@ the step pricer's prediction against every row (Levenberg-Marquardt, numpy only)
 towards the prior, so a parameter the rows do not constrain stays where its prior put it.
 How well the rows pin each parameter: its 68% range from the cost's curvature at the fit (a Laplace
 approximation, with the scatter the rows leave as their noise), and a flag where that range is still
-more than half the prior's, i.e. other parameters can trade against it and the prior still decides.
+over half the prior's: other parameters trade against it, and the prior holds a quarter or more of
+what the fit knows of it.
 Accuracy: in-sample, and leave-one-out (each row predicted by a fit that never saw it).
 """
 from __future__ import annotations
@@ -146,7 +147,7 @@ def pinning(engine: Engine, rows: list[Row], names: list[str]) -> dict[str, Pinn
     sigma = max(float(np.sqrt(r @ r / max(len(rows) - len(free), 1))), ROW_NOISE_FLOOR)
     spread = sigma * np.sqrt(np.diag(np.linalg.inv(jacobian.T @ jacobian + PRIOR_WEIGHT ** 2 * np.eye(len(x)))))
     prior_spread = sigma / PRIOR_WEIGHT
-    return {n: Pinning(*sorted((from_free(n, v - s), from_free(n, v + s))), weak=s > WEAKLY_PINNED * prior_spread)
+    return {n: Pinning(*sorted((from_free(n, v - s), from_free(n, v + s))), weak=bool(s > WEAKLY_PINNED * prior_spread))
             for n, v, s in zip(free, x, spread)}
 
 
