@@ -727,10 +727,17 @@ def _run_counted(
 
 
 def _cache_argument(out: Any) -> dict[str, Any]:
-    """The cache a forward returned, as the next forward takes it (Mamba-2 calls it cache_params)."""
-    if getattr(out, "past_key_values", None) is not None:
-        return {"past_key_values": out.past_key_values}
-    return {"cache_params": out.cache_params}
+    """The cache a forward returned, as the next forward takes it.
+
+    transformers 5.24 returns Mamba-2's cache as ``cache`` (it was ``cache_params`` before, and
+    ``past_key_values`` for the other families); a cache that is not passed back is not an error
+    there: the decode step silently re-runs the chunked scan and a padded conv from an empty state,
+    so an oracle must never fall through to None."""
+    for name in ("cache", "past_key_values", "cache_params"):
+        cache = getattr(out, name, None)
+        if cache is not None:
+            return {name: cache}
+    raise RuntimeError(f"{type(out).__name__} returned no cache (looked for cache, past_key_values, cache_params)")
 
 
 def hf_flops(
