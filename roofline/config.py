@@ -20,11 +20,18 @@ from .hardware import DATA_DIR
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
-            "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss")
+            "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
+            "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
+            "qwen3_vl_moe_text")
 GLOBAL, WINDOW = "global", "window"
 CHUNKED = "chunked"  # Llama 4: a query sees only the keys of its own chunk of `chunk` positions
-ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED)
-QK_NORMS = ("", "rms", "l2")  # per-head norm of queries and keys: none, RMSNorm (weight H), weightless L2
+# DeepSeek Sparse Attention (V3.2, GLM-5): a lightning indexer scores every cached key, attention reads the
+# top index_topk of them; a SHARED_SPARSE layer reuses the previous indexer's choice (GLM-5.2: no indexer).
+SPARSE, SHARED_SPARSE = "sparse", "sparse_shared"
+ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE)
+# Norm of queries and keys: none, RMSNorm per head (weight H), weightless L2 per head, or one RMSNorm over all
+# heads at once (MiniMax-M2's qk_norm_type "per_layer": weights N*H and K*H).
+QK_NORMS = ("", "rms", "l2", "rms_all")
 MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
 MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
@@ -93,6 +100,10 @@ class ModelConfig:
     shared_expert_gate: bool = False  # Qwen3-Next: a sigmoid gate (D -> 1) on the shared expert
     shared_expert_width: int = 0  # Fs: one shared gated MLP of this width beside the routed experts (Granite-4.0-H)
     ssm_gated_norm: bool = True  # Mamba-2's gated RMSNorm before out_proj (Falcon-H1: a plain gate when off)
+    # DeepSeek Sparse Attention's lightning indexer (0 = not used): its heads, head dim, and the keys kept.
+    index_heads: int = 0  # Ni
+    index_head_dim: int = 0  # Hi
+    index_topk: int = 0  # Kt: keys each query's attention reads (2048 in V3.2 and GLM-5)
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -141,6 +152,22 @@ class ModelConfig:
                              f"got {self.chunk!r}")
         if CHUNKED in self.layer_attention and self.chunk <= 0:
             raise ValueError(f"model {self.name!r}: chunked layers need chunk > 0 (attention_chunk_size)")
+        self._check_sparse()
+
+    def _check_sparse(self):
+        for name in ("index_heads", "index_head_dim", "index_topk"):
+            value = getattr(self, name)
+            if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
+                                 f"got {value!r}")
+        sparse = {SPARSE, SHARED_SPARSE} & set(self.layer_attention)
+        if sparse and not (self.index_heads and self.index_head_dim and self.index_topk and self.q_lora_rank
+                           and self.is_mla):
+            raise ValueError(f"model {self.name!r}: sparse (DSA) layers need MLA with q_lora_rank, and index_n_heads, "
+                             f"index_head_dim and index_topk > 0")
+        if SHARED_SPARSE in self.layer_attention and self.layer_attention[0] != SPARSE:
+            raise ValueError(f"model {self.name!r}: the first layer must run its own indexer (indexer_types[0] "
+                             f"'full'): a shared layer reuses an earlier layer's top-k")
 
     @property
     def is_mla(self) -> bool:

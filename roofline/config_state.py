@@ -13,7 +13,8 @@ from .config import DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, P
 from .hf_config import _bad, _flag, _max_positions, _optional, _require
 
 STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",
-                  "minimax_m1")  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
+                  "minimax_m1",  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
+                  "qwen3_5", "qwen3_5_moe")  # Qwen3.5: Qwen3-Next's layers in a vision-language config's text_config
 LIGHTNING_BLOCK = 256  # MiniMax's lightning-attention block (HF MiniMaxConfig.block_size default)
 DELTA_RULE_CHUNK = 64  # FLA's chunk_gated_delta_rule (and HF's torch_chunk_gated_delta_rule) chunk length
 NEMOTRON_KINDS = {"M": (MAMBA2, NONE), "*": (GLOBAL, NONE), "-": (NONE, DENSE), "E": (NONE, MOE)}
@@ -23,7 +24,21 @@ NEMOTRON_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "ful
 
 def state_family_fields(hf: dict, family: str, name: str) -> dict:
     return {"mamba2": _mamba2, "qwen3_next": _qwen3_next, "nemotron_h": _nemotron_h, "granitemoehybrid": _granite,
-            "jamba": _jamba, "falcon_h1": _falcon_h1, "minimax": _minimax, "minimax_m1": _minimax}[family](hf, name)
+            "jamba": _jamba, "falcon_h1": _falcon_h1, "minimax": _minimax, "minimax_m1": _minimax,
+            "qwen3_5": _qwen3_5, "qwen3_5_moe": _qwen3_5}[family](hf, name)
+
+
+def _qwen3_5(hf: dict, name: str) -> dict:
+    """Qwen3.5 (and 3.6): Qwen3-Next's gated DeltaNet and gated attention layers (in_proj split in four, the
+    same weights), MoE with a gated shared expert (qwen3_5_moe) or a dense MLP (qwen3_5). The language model
+    sits in text_config beside a vision tower: priced as text decode, the vision encoder left out."""
+    text = hf.get("text_config")
+    if not isinstance(text, dict):
+        raise _bad(name, "text_config", text, "an object (the language model's config)",
+                   "a qwen3_5 config holds its language model in text_config; copy it from the published file")
+    if "tie_word_embeddings" in hf and "tie_word_embeddings" not in text:
+        text = {**text, "tie_word_embeddings": hf["tie_word_embeddings"]}
+    return _qwen3_next(text, name, dense=hf["model_type"] == "qwen3_5")
 
 
 def _attention_dims(hf: dict, name: str) -> dict:
@@ -220,10 +235,8 @@ def _nemotron_h(hf: dict, name: str) -> dict:
     return fields
 
 
-def _qwen3_next(hf: dict, name: str) -> dict:
-    d_model = _require(hf, "hidden_size", name)
+def _qwen3_next(hf: dict, name: str, dense: bool = False) -> dict:
     n_layers = _require(hf, "num_hidden_layers", name)
-    n_heads = _require(hf, "num_attention_heads", name)
     types = hf.get("layer_types")
     if types is None:  # transformers' default: every full_attention_interval-th layer is full attention
         every = _optional(hf, "full_attention_interval", name, default=4, minimum=1)
@@ -231,6 +244,9 @@ def _qwen3_next(hf: dict, name: str) -> dict:
     if not _listed(types, ("full_attention", "linear_attention"), n_layers):
         raise _bad(name, "layer_types", types, f"a list of {n_layers} entries, each \"full_attention\" or "
                    f"\"linear_attention\"")
+    if dense:
+        return dict(_qwen3_next_mixers(hf, name, n_layers, types), layer_mlp=(DENSE,) * n_layers,
+                    d_ff=_require(hf, "intermediate_size", name))
     experts = _require(hf, "num_experts", name)
     d_expert = _require(hf, "moe_intermediate_size", name)
     shared = _optional(hf, "shared_expert_intermediate_size", name)
@@ -240,6 +256,19 @@ def _qwen3_next(hf: dict, name: str) -> dict:
     dense_layers = hf.get("mlp_only_layers") or []
     if not isinstance(dense_layers, list) or not all(_whole(i) for i in dense_layers):
         raise _bad(name, "mlp_only_layers", dense_layers, "a list of layer indices")
+    return dict(
+        _qwen3_next_mixers(hf, name, n_layers, types), shared_expert_gate=shared > 0,
+        d_ff=_optional(hf, "intermediate_size", name) or d_expert,  # Qwen3.5-MoE has no dense layer: unread
+        layer_mlp=tuple(MOE if i not in dense_layers and (i + 1) % sparse_step == 0 else DENSE for i in range(n_layers)),
+        n_experts=experts, top_k=_require(hf, "num_experts_per_tok", name), d_expert=d_expert,
+        n_shared_experts=shared // d_expert,
+    )
+
+
+def _qwen3_next_mixers(hf: dict, name: str, n_layers: int, types: list) -> dict:
+    """Qwen3-Next's decoder without its MLP: gated attention (q/k norms, output gate) and gated DeltaNet layers."""
+    d_model = _require(hf, "hidden_size", name)
+    n_heads = _require(hf, "num_attention_heads", name)
     value_heads = _require(hf, "linear_num_value_heads", name)
     key_heads = _require(hf, "linear_num_key_heads", name)
     if value_heads % key_heads:
@@ -248,14 +277,11 @@ def _qwen3_next(hf: dict, name: str) -> dict:
         d_model=d_model, n_layers=n_layers, n_heads=n_heads, vocab_size=_require(hf, "vocab_size", name),
         n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
         head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
-        d_ff=_require(hf, "intermediate_size", name), max_positions=_max_positions(hf, name),
+        max_positions=_max_positions(hf, name),
         tied_embeddings=_flag(hf, "tie_word_embeddings", name, False),
         qkv_bias=_flag(hf, "attention_bias", name), out_bias=_flag(hf, "attention_bias", name),
-        qk_norm="rms", attn_output_gate=True, shared_expert_gate=shared > 0,
+        qk_norm="rms", attn_output_gate=_flag(hf, "attn_output_gate", name, True),
         layer_attention=tuple(GLOBAL if t == "full_attention" else DELTANET for t in types),
-        layer_mlp=tuple(MOE if i not in dense_layers and (i + 1) % sparse_step == 0 else DENSE for i in range(n_layers)),
-        n_experts=experts, top_k=_require(hf, "num_experts_per_tok", name), d_expert=d_expert,
-        n_shared_experts=shared // d_expert,
         ssm_inner=value_heads * _require(hf, "linear_value_head_dim", name), ssm_heads=value_heads,
         ssm_groups=key_heads, ssm_state=_require(hf, "linear_key_head_dim", name),
         conv_kernel=_require(hf, "linear_conv_kernel_dim", name), ssm_chunk=DELTA_RULE_CHUNK,

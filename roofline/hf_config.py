@@ -7,10 +7,12 @@ constant-state families' keys are in config_state.py, which shares these readers
 """
 from __future__ import annotations
 
-from .config import CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, WINDOW, _whole
+from .config import CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, SHARED_SPARSE, SPARSE, WINDOW, _whole
 
-# Multimodal configs whose language model sits in `text_config`, and that model's type.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+# Multimodal configs whose language model sits in `text_config`, and that model's type. Vision-language
+# models (Qwen3-VL, Kimi-K2.5) are priced as their text tower: text decode, no image tokens, no vision encoder.
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+                  "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2"}
 # Keys a reference checkpoint's config.json leaves to its transformers class default (the defaults of
 # Gemma3TextConfig and Llama4TextConfig name those checkpoints: gemma-3 and Llama-4-Scout).
 CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072,
@@ -20,6 +22,10 @@ CLASS_DEFAULTS = {"gemma3_text": {"vocab_size": 262_208, "max_position_embedding
                                   "interleave_moe_layer_step": 1, "num_local_experts": 16, "num_experts_per_tok": 1}}
 # Hugging Face's per-layer attention kinds (config.json `layer_types`) and ours.
 LAYER_TYPES = {"full_attention": GLOBAL, "sliding_attention": WINDOW, "chunked_attention": CHUNKED}
+SPARSE_LAYER_TYPES = ("indexed_attention", "deepseek_sparse_attention")  # DSA layers: indexer_types says which kind
+# A text_config's model_type other than the one TEXT_CONFIG_OF names, for the same architecture (NVIDIA's
+# Kimi-K2.5 checkpoints name DeepSeek-V3, whose architecture Kimi K2 ships).
+TEXT_CONFIG_ALIASES = {"kimi_k25": ("deepseek_v3",)}
 
 
 def _bad(name: str, key: str, value, expected: str, fix: str = "") -> ValueError:
@@ -125,7 +131,10 @@ def _layer_types(hf: dict, n_layers: int, name: str) -> tuple:
 
 def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
     window = _optional(hf, "sliding_window", name, fix="give the window in tokens (e.g. 4096), or null for none")
-    if "layer_types" in hf and hf["layer_types"]:
+    if family in ("deepseek_v32", "glm_moe_dsa") and isinstance(hf.get("layer_types"), list) and set(
+            hf["layer_types"]) <= set(SPARSE_LAYER_TYPES):
+        pattern = (GLOBAL,) * n_layers  # every layer DSA: _sparse_mla_fields sets the pattern from indexer_types
+    elif "layer_types" in hf and hf["layer_types"]:
         pattern = _layer_types(hf, n_layers, name)
     elif family == "mistral" and window:
         pattern = (WINDOW,) * n_layers
@@ -171,9 +180,12 @@ def language_model(hf: dict, family: str, name: str) -> tuple[dict, str]:
             raise _bad(name, "text_config", text, "an object (the language model's config)",
                        f"a {family!r} config holds its language model in text_config; copy it from the published file")
         family = text.get("model_type", TEXT_CONFIG_OF[family])
+        if family in TEXT_CONFIG_ALIASES.get(hf["model_type"], ()):
+            family = TEXT_CONFIG_OF[hf["model_type"]]
         if family != TEXT_CONFIG_OF[hf["model_type"]]:
             raise _bad(name, "text_config.model_type", family, repr(TEXT_CONFIG_OF[hf["model_type"]]))
-        hf = text
+        # A top-level tie_word_embeddings (Qwen3-VL-2B/4B) applies to the text tower unless it says otherwise.
+        hf = {"tie_word_embeddings": hf["tie_word_embeddings"], **text} if "tie_word_embeddings" in hf else text
     return {**CLASS_DEFAULTS.get(family, {}), **hf}, family
 
 
@@ -277,9 +289,61 @@ def _gpt_oss_fields(hf: dict, fields: dict, name: str) -> dict:
     )
 
 
+def _minimax_m2_fields(hf: dict, fields: dict, name: str) -> dict:
+    """MiniMax-M2: full GQA attention on every layer, one RMSNorm over all query heads and one over all key
+    heads (qk_norm_type "per_layer"), every layer MoE (sigmoid router with a routing-bias buffer), no shared
+    expert. The MTP modules are not counted (transformers does not build them)."""
+    if _optional(hf, "shared_intermediate_size", name):
+        raise _bad(name, "shared_intermediate_size", hf["shared_intermediate_size"], "0 (MiniMax-M2 has no shared "
+                   "expert)", "remove it; a shared expert beside MiniMax-M2's experts is not modelled")
+    norm_type = hf.get("qk_norm_type", "per_layer")
+    if _flag(hf, "use_qk_norm", name, True) and norm_type != "per_layer":
+        raise _bad(name, "qk_norm_type", norm_type, "\"per_layer\" (one norm over all heads)",
+                   "only MiniMax-M2's per_layer q/k norm is modelled")
+    d_expert = _require(hf, "intermediate_size", name)
+    return dict(
+        qk_norm="rms_all" if _flag(hf, "use_qk_norm", name, True) else "", layer_mlp=(MOE,) * fields["n_layers"],
+        n_experts=_require(hf, "num_local_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
+        d_expert=d_expert, router_bias=_flag(hf, "use_routing_bias", name, True),
+    )
+
+
+def _indexer_types(hf: dict, n_layers: int, name: str) -> tuple:
+    """Which layers run their own DSA indexer ("full") and which reuse the last one's top-k ("shared"): the
+    list, else index_topk_pattern ("FSS..."), else every index_topk_freq-th layer from index_skip_topk_offset
+    (transformers' GlmMoeDsaConfig; DeepSeek-V3.2 and GLM-5/5.1 index on every layer)."""
+    types = hf.get("indexer_types")
+    if types is None and isinstance(hf.get("index_topk_pattern"), str):
+        types = [{"F": "full", "S": "shared"}.get(c, c) for c in hf["index_topk_pattern"]]
+    if types is None:
+        every = _optional(hf, "index_topk_freq", name, default=1) or 1
+        offset = _optional(hf, "index_skip_topk_offset", name, default=2)
+        types = ["full" if max(i - offset + 1, 0) % every == 0 else "shared" for i in range(n_layers)]
+    if not isinstance(types, list) or len(types) != n_layers or set(types) - {"full", "shared"}:
+        raise _bad(name, "indexer_types", types, f"a list of {n_layers} entries, each \"full\" or \"shared\"")
+    return tuple(SPARSE if t == "full" else SHARED_SPARSE for t in types)
+
+
+def _sparse_mla_fields(hf: dict, fields: dict, name: str) -> dict:
+    """DeepSeek-V3.2 and GLM-5 (glm_moe_dsa): DeepSeek-V3's MLA and MoE, every layer's attention sparse (DSA):
+    a lightning indexer of index_n_heads x index_head_dim picks index_topk keys (sparse_ops)."""
+    n_layers = fields["n_layers"]
+    mla = _deepseek_fields(hf, "deepseek_v3", n_layers, name)
+    dense = hf.get("mlp_layer_types")  # GLM-5's explicit per-layer list ("dense" / "sparse")
+    if dense is not None:
+        if not isinstance(dense, list) or len(dense) != n_layers or set(dense) - {"dense", "sparse"}:
+            raise _bad(name, "mlp_layer_types", dense, f"a list of {n_layers} entries, each \"dense\" or \"sparse\"")
+        mla["layer_mlp"] = tuple(MOE if t == "sparse" else DENSE for t in dense)
+    return dict(mla, layer_attention=_indexer_types(hf, n_layers, name),
+                index_heads=_require(hf, "index_n_heads", name), index_head_dim=_require(hf, "index_head_dim", name),
+                index_topk=_require(hf, "index_topk", name))
+
+
 NEWER_FAMILIES = {"qwen3": _qwen3_fields, "qwen3_moe": _qwen3_moe_fields, "gemma3_text": _gemma3_fields,
                   "glm4_moe": _glm4_moe_fields, "kimi_k2": _kimi_k2_fields, "llama4_text": _llama4_fields,
-                  "gpt_oss": _gpt_oss_fields}
+                  "gpt_oss": _gpt_oss_fields, "minimax_m2": _minimax_m2_fields, "deepseek_v32": _sparse_mla_fields,
+                  "glm_moe_dsa": _sparse_mla_fields, "qwen3_vl_text": _qwen3_fields,
+                  "qwen3_vl_moe_text": _qwen3_moe_fields}
 
 
 def gpt2_fields(hf: dict, name: str) -> dict:

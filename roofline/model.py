@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import ops as o
-from . import hybrid
-from .config import CHUNKED, MAMBA2, MOE, NONE, PARALLEL, STATE_MIXERS, WINDOW, ModelConfig
+from . import hybrid, sparse_ops
+from .config import CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
-from .symbols import Di, Fs, G, Kc, Nh, Ns, Q, Rdt, b_s
+from .symbols import Di, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -106,7 +106,10 @@ def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase
     ops = []
     if cfg.is_mla:
         form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
-        ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window)
+        sparse = attention_kind in (SPARSE, SHARED_SPARSE)
+        ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window, sparse=sparse)
+        if attention_kind == SPARSE:  # its own indexer picks the keys (a shared layer reuses an earlier pick)
+            ops[-1:-1] = sparse_ops.lightning_indexer(options.attention)
     else:
         ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor,
                            chunked=attention_kind == CHUNKED)
@@ -139,11 +142,14 @@ def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
 
 
 def attention_extras(cfg: ModelConfig, attention_kind: str) -> list[o.Op]:
-    """Per-head q/k norms (RMSNorm; Llama 4's weightless L2 only on its chunked rope layers) and gpt-oss's sinks."""
+    """Per-head q/k norms (RMSNorm; Llama 4's weightless L2 only on its chunked rope layers), MiniMax-M2's
+    all-head q/k norms, and gpt-oss's sinks."""
     ops = []
     if cfg.qk_norm == "rms" or (cfg.qk_norm == "l2" and attention_kind == CHUNKED):
         weighted = cfg.qk_norm == "rms"
         ops += [o.head_norm("q_norm", N, weighted), o.head_norm("k_norm", K, weighted)]
+    if cfg.qk_norm == "rms_all":  # MiniMax-M2: one RMSNorm over all heads' queries (N*H), one over all keys (K*H)
+        ops += [o.norm("q_norm", N * H), o.norm("k_norm", K * H)]
     if cfg.attention_sinks:
         ops.append(o.attention_sinks())
     return ops
@@ -173,7 +179,8 @@ def dimensions(cfg: ModelConfig) -> dict:
             Hn: cfg.qk_nope_dim or 1, Hv: cfg.v_head_dim or 1, Wc: cfg.chunk or 1,
             Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
             Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
-            Fs: cfg.shared_expert_width or 1}
+            Fs: cfg.shared_expert_width or 1, Ni: cfg.index_heads or 1, Hi: cfg.index_head_dim or 1,
+            Kt: cfg.index_topk or 1}
 
 
 def phase_substitution(phase: str) -> dict:

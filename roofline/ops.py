@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, N, P, R, S, T, V, W, Wc, b_a, b_e, b_kv, b_w, k
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, Kt, N, P, R, S, T, V, W, Wc, b_a, b_e, b_kv, b_w, k
 
 ZERO = sp.Integer(0)
 WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
@@ -108,14 +108,22 @@ def chunk_keys() -> sp.Expr:
     return S - Wc * sp.floor((S - T) / Wc)
 
 
+def sparse_keys() -> sp.Expr:
+    """Distinct keys the T queries ending at key S read when each reads its indexer's top Kt (DSA):
+    at most T*Kt, at most the S there are. Decode: min(S, Kt), flat past Kt; prefill (T = S): S, once."""
+    return sp.Min(S, T * Kt)
+
+
 def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash", heads=N, causal=True,
-              chunked=False) -> Op:
+              chunked=False, sparse=False) -> Op:
     """softmax(Q K^T) V for B sequences: T queries against S keys, `heads` query heads.
 
     flash: scores stay on chip, masked (causal, out-of-window) blocks are skipped, the cache is read
     once. eager: the full T x S score matrix is computed, written, softmaxed and read back.
     causal=False counts every query against every key (the lecture's accounting).
     chunked: a query sees only the keys of its own chunk of Wc positions (`chunk_pairs`, `chunk_keys`).
+    sparse: DeepSeek Sparse Attention, query j reads min(j, Kt) keys (the window's count with W = Kt, though
+    the keys are the indexer's choice, not the last ones); eager (Hugging Face) scores every key, then masks.
     """
     if impl == "flash":
         pairs = causal_pairs(window) if causal else T * S
@@ -123,6 +131,8 @@ def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash",
         scores_traffic = ZERO
         if chunked:
             pairs, keys_read = chunk_pairs(), chunk_keys()
+        if sparse:
+            pairs, keys_read = causal_pairs(True).xreplace({W: Kt}), sparse_keys()
     elif impl == "eager":
         # The score matrix is dense; a windowed cache keeps the last W - 1 keys plus the T new ones.
         keys_read = sp.Min(S, W + T - 1) if window else S
@@ -166,7 +176,7 @@ def head_linear(name, d_in, d_out, heads=N) -> Op:
     ), params, WEIGHT_MATMUL)
 
 
-def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list[Op]:
+def mla_block(form="absorbed", impl="flash", q_lora=False, window=False, sparse=False) -> list[Op]:
     """DeepSeek multi-head latent attention (V2/V3).
 
     The engine cache holds the latent c_kv (C) and the shared rope key (R) per token:
@@ -175,9 +185,11 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list
       naive:    the latent cache is decompressed to per-head K, V for every visible key, every step.
       expanded: the cache holds decompressed K (Hn+R) and V (Hv) per head (Hugging Face's cache).
     W_UK (N,Hn,C) and W_UV (N,C,Hv) are the two halves of kv_b_proj (C, N(Hn+Hv)).
+    sparse (DSA): attention reads only the indexer's top Kt keys (`sparse_keys`); the indexer is its own op list
+    (sparse_ops.lightning_indexer). Eager decompresses and scores every key, as Hugging Face does.
     """
     n = tokens()
-    keys = sp.Min(S, W) if window else S
+    keys = sp.Min(S, W) if window else sparse_keys() if sparse and impl == "flash" else S
     if q_lora:
         ops = [linear("q_a_proj", D, Cq), norm("q_a_norm", Cq), linear("q_b_proj", Cq, N * (Hn + R))]
     else:
@@ -187,7 +199,7 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list
     if form == "absorbed":
         ops += [
             head_linear("q_absorb", Hn, C),          # q_lat (n,N,C) = q_nope (n,N,Hn) @ W_UK (N,Hn,C)
-            attention("attention", C + R, C, (C + R) * b_kv, window, impl),
+            attention("attention", C + R, C, (C + R) * b_kv, window, impl, sparse=sparse),
             head_linear("v_up", C, Hv),              # o (n,N,Hv) = o_lat (n,N,C) @ W_UV (N,C,Hv)
         ]
     elif form == "naive":
@@ -198,14 +210,14 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False) -> list
                 kv_read=b_kv * B * keys * (C + R),                 # read the latent cache
                 act_write=b_a * B * keys * N * (Hn + Hv),          # write decompressed K_nope, V
             ), C * N * (Hn + Hv), WEIGHT_MATMUL),
-            attention("attention", Hn + R, Hv, ZERO, window, impl),
+            attention("attention", Hn + R, Hv, ZERO, window, impl, sparse=sparse),
             Op("attention.kv_act_read", Cost(act_read=b_a * B * keys * (N * (Hn + Hv) + R))),  # read K, V back
         ]
     elif form == "expanded":
         ops += [
             linear("kv_b_proj", C, N * (Hn + Hv), kv_out=N * (Hn + Hv)),  # K_nope, V of the new tokens
             Op("k_rope_store", Cost(kv_write=b_kv * n * N * R)),          # the rope key copied to every head
-            attention("attention", Hn + R, Hv, N * (Hn + R + Hv) * b_kv, window, impl),
+            attention("attention", Hn + R, Hv, N * (Hn + R + Hv) * b_kv, window, impl, sparse=sparse),
         ]
     else:
         raise ValueError(f"mla_form: unknown form {form!r}; use 'absorbed', 'naive' or 'expanded'")

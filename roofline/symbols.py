@@ -31,6 +31,8 @@
 | Q      | chunk length of the chunked (SSD / delta-rule) prefill scan             |
 | b_s    | bytes per element of the recurrent state (fp32 in HF and mamba_ssm)    |
 | Fs     | shared-expert MLP width when it is not a multiple of Fe (Granite-4.0-H) |
+| Ni, Hi | DeepSeek Sparse Attention: the lightning indexer's heads and head dim  |
+| Kt     | keys a DSA query's attention reads: the indexer's top-k (2048)         |
 """
 import sympy as sp
 
@@ -50,6 +52,7 @@ b_e = sp.symbols("b_e", positive=True)
 Di, Ns, Nh, G, Kc, Rdt, Q = sp.symbols("D_i N_s N_h G K_c R_dt Q", positive=True)
 b_s = sp.symbols("b_s", positive=True)
 Fs = sp.symbols("F_s", positive=True)
+Ni, Hi, Kt = sp.symbols("N_i H_i K_t", positive=True)  # DeepSeek Sparse Attention (ops.lightning_indexer)
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)

@@ -520,6 +520,37 @@ TINY_CONFIGS.update({
     },
 })
 
+# Issue 25's families. DeepSeek Sparse Attention: index_topk (4) below the 16-token prompt, so the indexer's
+# choice matters (HF scores every key, then masks: eager FLOPs are dense); GLM-5.2's shared-indexer layers
+# (indexer_types "shared": no indexer of their own). MiniMax-M2: q/k RMSNorm over all heads at once.
+TINY_CONFIGS.update({
+    "glm-moe-dsa": {
+        "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa", "attention_bias": False,
+        "first_k_dense_replace": 1, "hidden_size": 64, "index_head_dim": 16, "index_n_heads": 3, "index_topk": 4,
+        "indexer_types": ["full", "shared", "full"], "intermediate_size": 144, "kv_lora_rank": 40,
+        "max_position_embeddings": 256, "moe_intermediate_size": 24, "n_group": 1, "n_routed_experts": 8,
+        "n_shared_experts": 1, "num_attention_heads": 4, "num_experts_per_tok": 2, "num_hidden_layers": 3,
+        "num_key_value_heads": 4, "q_lora_rank": 48, "qk_nope_head_dim": 20, "qk_rope_head_dim": 8,
+        "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "topk_group": 1, "v_head_dim": 28, "vocab_size": 312,
+    },
+    "deepseek-v32": {
+        "architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "attention_bias": False,
+        "first_k_dense_replace": 1, "hidden_size": 64, "index_head_dim": 16, "index_n_heads": 5, "index_topk": 4,
+        "intermediate_size": 144, "kv_lora_rank": 40, "max_position_embeddings": 256, "moe_intermediate_size": 24,
+        "n_group": 1, "n_routed_experts": 8, "n_shared_experts": 1, "num_attention_heads": 4,
+        "num_experts_per_tok": 2, "num_hidden_layers": 2, "num_key_value_heads": 4, "q_lora_rank": 48,
+        "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+        "topk_group": 1, "v_head_dim": 24, "vocab_size": 296,
+    },
+    "minimax-m2": {
+        "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "head_dim": 20, "hidden_size": 64,
+        "intermediate_size": 40, "max_position_embeddings": 256, "num_attention_heads": 6, "num_experts_per_tok": 2,
+        "num_hidden_layers": 3, "num_key_value_heads": 2, "num_local_experts": 5, "rms_norm_eps": 1e-06,
+        "rotary_dim": 10, "tie_word_embeddings": False, "use_qk_norm": True, "qk_norm_type": "per_layer",
+        "use_routing_bias": True, "vocab_size": 344,
+    },
+})
+
 # Constant-state families (Mamba-2 SSD, gated DeltaNet, Nemotron-H's one-op layers). Dims chosen so
 # that heads != groups, head_dim != state, and value heads != key heads: a formula mixing them fails.
 STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h", "granite-h", "jamba", "falcon-h1", "minimax")
@@ -851,7 +882,7 @@ def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     tensors: list[torch.Tensor] = []
     if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
         for layer in cache.layers:  # linear-attention layers: .conv_states / .recurrent_states (lists)
-            for name in ("keys", "values", "conv_states", "recurrent_states"):
+            for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
                 t = getattr(layer, name, None)
                 for item in _tensors_of(t):
                     if isinstance(item, torch.Tensor):
@@ -878,7 +909,7 @@ def hf_kv_cache_bytes_per_token(
     Then every layer holds all tokens, and the result is the per-token cost before the
     window caps it. For MLA (deepseek) the cache holds the compressed latent:
     ``kv_lora_rank + qk_rope_head_dim`` values per layer per token (see module
-    docstring). ``device="meta"`` works for the real (large) configs, as it does in
+    docstring); a DeepSeek Sparse Attention layer adds its indexer's key (``index_head_dim``). ``device="meta"`` works for the real (large) configs, as it does in
     :func:`hf_flops`.
     """
     batch, prompt_len = 2, 4
@@ -911,7 +942,9 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
     in the model dtype and ``recurrent_states`` (B, heads, head_dim, d_state) in float32; Qwen3-Next keeps
     its conv state (B, 2 key_dim + value_dim, conv_kernel) and its recurrent state (B, value heads, key dim,
     value dim) in float32 too; Jamba (Mamba-1) keeps (B, d_inner, d_conv) and (B, d_inner, d_state);
-    MiniMax keeps its lightning-attention state (B, heads, head_dim, head_dim) in ``cache.linear_cache``."""
+    MiniMax keeps its lightning-attention state (B, heads, head_dim, head_dim) in ``cache.linear_cache``.
+    DeepSeek Sparse Attention layers (deepseek_v32, glm_moe_dsa) also keep their indexer's keys
+    (B, S, index_head_dim) in ``indexer_keys``, growing with the prompt: counted as ``kv``."""
     model = _build(config, dtype, device=device)
     gen = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, _vocab_size(config), (batch, prompt_len), generator=gen).to(device)
@@ -921,11 +954,12 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
     cache = _cache_argument(out).popitem()[1]
     totals = {"kv": 0, "state": 0}
     for layer in cache.layers:
-        for name in ("keys", "values", "conv_states", "recurrent_states"):
+        for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
             t = getattr(layer, name, None)
             for item in _tensors_of(t):
                 if isinstance(item, torch.Tensor):
-                    totals["kv" if name in ("keys", "values") else "state"] += item.numel() * item.element_size()
+                    kind = "kv" if name in ("keys", "values", "indexer_keys") else "state"
+                    totals[kind] += item.numel() * item.element_size()
     for item in getattr(cache, "linear_cache", []):  # MiniMaxCache: one (B, heads, head_dim, head_dim) per layer
         if isinstance(item, torch.Tensor):
             totals["state"] += item.numel() * item.element_size()
