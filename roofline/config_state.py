@@ -214,6 +214,8 @@ def _nemotron_pattern(hf: dict, name: str, n_layers: int) -> str:
 
 def _nemotron_h(hf: dict, name: str) -> dict:
     d_model = _require(hf, "hidden_size", name)
+    if hf.get("num_hidden_layers") is None and isinstance(hf.get("layers_block_type"), list):
+        hf = {**hf, "num_hidden_layers": len(hf["layers_block_type"])}  # Nemotron-3 Ultra: the list is the count
     n_layers = _require(hf, "num_hidden_layers", name)
     pattern = _nemotron_pattern(hf, name, n_layers)
     n_heads = _require(hf, "num_attention_heads", name)
@@ -229,10 +231,22 @@ def _nemotron_h(hf: dict, name: str) -> dict:
         **_mamba2_dims(hf, name, d_model, prefix="mamba_"),
     )
     if "E" in pattern:
-        fields.update(n_experts=_require(hf, "n_routed_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
-                      d_expert=_require(hf, "moe_intermediate_size", name),
-                      n_shared_experts=_optional(hf, "n_shared_experts", name))
+        fields.update(_nemotron_moe(hf, name))
     return fields
+
+
+def _nemotron_moe(hf: dict, name: str) -> dict:
+    """Nemotron-H's MoE layers (transformers' NemotronHMoE): relu^2 up/down experts (not gated), a routing-bias
+    buffer, one shared relu^2 MLP of moe_shared_expert_intermediate_size, and (Nemotron-3 Super/Ultra) the
+    routed experts run in moe_latent_size between a D -> latent and a latent -> D projection."""
+    shared = _optional(hf, "n_shared_experts", name)
+    width = _optional(hf, "moe_shared_expert_intermediate_size", name)
+    if shared and not width:
+        raise _bad(name, "moe_shared_expert_intermediate_size", hf.get("moe_shared_expert_intermediate_size"),
+                   "a positive integer (the shared expert's width) when n_shared_experts > 0")
+    return dict(n_experts=_require(hf, "n_routed_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
+                d_expert=_require(hf, "moe_intermediate_size", name), router_bias=True,
+                shared_expert_width=width if shared else 0, moe_latent=_optional(hf, "moe_latent_size", name))
 
 
 def _qwen3_next(hf: dict, name: str, dense: bool = False) -> dict:

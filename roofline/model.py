@@ -15,7 +15,7 @@ from . import hybrid, sparse_ops
 from .config import CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
-from .symbols import Di, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
+from .symbols import Di, Dl, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -127,9 +127,11 @@ def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
     ops = [o.norm("mlp_norm", D, cfg.layer_norm)]
     if mlp_kind == MOE:
         ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias,
-                           router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias)
-        if cfg.shared_expert_width:  # one shared gated MLP whose width is its own (not Es x Fe)
-            ops += o.gated_mlp("shared_experts", Fs)
+                           router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias,
+                           gated=cfg.gated_mlp, latent=cfg.moe_latent > 0)
+        if cfg.shared_expert_width:  # one shared MLP whose width is its own (not Es x Fe), gated as the dense MLP
+            ops += (o.gated_mlp("shared_experts", Fs) if cfg.gated_mlp
+                    else o.plain_mlp("shared_experts", bias=cfg.mlp_bias, width=Fs))
         if cfg.shared_expert_gate:
             ops.append(o.linear("shared_experts.gate", D, 1))  # sigmoid(X (n,D) @ w (D,1)) scales the shared expert
     elif cfg.gated_mlp:
@@ -180,7 +182,7 @@ def dimensions(cfg: ModelConfig) -> dict:
             Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
             Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
             Fs: cfg.shared_expert_width or 1, Ni: cfg.index_heads or 1, Hi: cfg.index_head_dim or 1,
-            Kt: cfg.index_topk or 1}
+            Kt: cfg.index_topk or 1, Dl: cfg.moe_latent or 1}
 
 
 def phase_substitution(phase: str) -> dict:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, Kt, N, P, R, S, T, V, W, Wc, b_a, b_e, b_kv, b_w, k
+from .symbols import B, C, Cq, D, Dl, E, Es, F, Fe, H, Hn, Hv, K, Kt, N, P, R, S, T, V, W, Wc, b_a, b_e, b_kv, b_w, k
 
 ZERO = sp.Integer(0)
 WEIGHT_MATMUL, ATTENTION_MATMUL, NO_MATMUL = "weights", "attention", "none"
@@ -224,25 +224,28 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False, sparse=
     return ops + [linear("o_proj", N * Hv, D)]
 
 
-def gated_mlp(prefix="mlp", width=F, n=None, bias=False, copies=1, copies_read=None, routed=False) -> list[Op]:
+def gated_mlp(prefix="mlp", width=F, n=None, bias=False, copies=1, copies_read=None, routed=False, d_in=D) -> list[Op]:
     """SwiGLU/GeGLU: [G|U] = X @ W_gate_up (D, 2F); A = act(G) * U; Y = A @ W_down (F, D).
 
     routed: the MoE's routed experts, whose weights are b_e wide and whose matmuls are EXPERT_MATMUL.
+    d_in: the width X arrives in and Y leaves in (D; a latent MoE's Dl).
     """
     n = tokens() if n is None else n
     held = dict(width=b_e, matmul=EXPERT_MATMUL) if routed else {}
     return [
-        linear(f"{prefix}.gate_up", D, 2 * width, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
+        linear(f"{prefix}.gate_up", d_in, 2 * width, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
         elementwise(f"{prefix}.act", 2 * n * width, n * width),
-        linear(f"{prefix}.down", width, D, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
+        linear(f"{prefix}.down", width, d_in, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
     ]
 
 
-def plain_mlp(prefix="mlp", bias=True) -> list[Op]:
-    """GELU MLP: U = X @ W_up (D, F); A = gelu(U); Y = A @ W_down (F, D)."""
-    n = tokens()
-    return [linear(f"{prefix}.up", D, F, bias=bias), elementwise(f"{prefix}.act", n * F, n * F),
-            linear(f"{prefix}.down", F, D, bias=bias)]
+def plain_mlp(prefix="mlp", bias=True, width=F, n=None, copies=1, copies_read=None, routed=False, d_in=D) -> list[Op]:
+    """GELU / relu^2 MLP: U = X @ W_up (D, F); A = act(U); Y = A @ W_down (F, D) (keywords as gated_mlp's)."""
+    n = tokens() if n is None else n
+    held = dict(width=b_e, matmul=EXPERT_MATMUL) if routed else {}
+    return [linear(f"{prefix}.up", d_in, width, bias=bias, n=n, copies=copies, copies_read=copies_read, **held),
+            elementwise(f"{prefix}.act", n * width, n * width),
+            linear(f"{prefix}.down", width, d_in, bias=bias, n=n, copies=copies, copies_read=copies_read, **held)]
 
 
 def expected_experts_touched() -> sp.Expr:
@@ -250,7 +253,8 @@ def expected_experts_touched() -> sp.Expr:
     return E * (1 - (1 - k / E) ** tokens())
 
 
-def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bias=False) -> list[Op]:
+def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bias=False, gated=True,
+              latent=False) -> list[Op]:
     """Router, shared experts (dense, always on), and k of E routed experts per token.
 
     Routed weights read: only the experts the batch touches (expected count under uniform routing),
@@ -258,7 +262,9 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     weights are b_e bytes an element (Precision.experts: gpt-oss's MXFP4), their biases too (bf16 in
     gpt-oss's checkpoint: 0.035% of its expert elements, priced at b_e here).
     router_param_bias: the router's linear carries a learned bias (gpt-oss; DeepSeek's is a buffer);
-    expert_bias: each expert's projections carry biases (gpt-oss).
+    expert_bias: each expert's projections carry biases (gpt-oss). gated=False: each expert is an up/down MLP
+    (Nemotron-H's relu^2). latent: the experts run in Dl, between a down-projection D -> Dl and an
+    up-projection Dl -> D of the routed tokens (Nemotron-3 Super/Ultra's latent MoE; the shared expert stays in D).
     """
     n = tokens()
     router = linear("router", D, E, bias=router_param_bias)
@@ -267,8 +273,12 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     ops = [router, elementwise("router.topk", n * E, n * k)]
     if shared:
         ops += gated_mlp("shared_experts", Es * Fe)
-    return ops + gated_mlp("experts", Fe, n=n * k, bias=expert_bias, copies=E, copies_read=expected_experts_touched(),
-                           routed=True)
+    expert = gated_mlp if gated else plain_mlp
+    experts = expert("experts", bias=expert_bias, width=Fe, n=n * k, copies=E, copies_read=expected_experts_touched(),
+                     routed=True, d_in=Dl if latent else D)
+    if latent:  # X_l (n, Dl) = X (n, D) @ W_in (D, Dl) before the experts; Y (n, D) = Y_l @ W_out (Dl, D) after
+        experts = [linear("moe_latent.in", D, Dl)] + experts + [linear("moe_latent.out", Dl, D)]
+    return ops + experts
 
 
 def head_norm(name, heads, weighted=True) -> Op:

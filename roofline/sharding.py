@@ -31,7 +31,7 @@ from .symbols import B, b_kv
 DEFAULT_LINK_LATENCY_S = 10e-6
 ALLREDUCES_PER_LAYER = 2  # after attention's output projection and after the MLP's down projection
 ALLTOALLS_PER_MOE_LAYER = 2  # dispatch tokens to their experts, combine the outputs back
-ROUTED_OPS = ("experts.gate_up", "experts.act", "experts.down")  # ops.moe_block's routed experts
+ROUTED_OPS = ("experts.gate_up", "experts.up", "experts.act", "experts.down")  # ops.moe_block's routed experts
 
 
 def whole(name: str, value, low: int = 1) -> int:

@@ -33,6 +33,7 @@
 | Fs     | shared-expert MLP width when it is not a multiple of Fe (Granite-4.0-H) |
 | Ni, Hi | DeepSeek Sparse Attention: the lightning indexer's heads and head dim  |
 | Kt     | keys a DSA query's attention reads: the indexer's top-k (2048)         |
+| Dl     | latent width the routed experts run in (Nemotron-3 Super/Ultra's latent MoE) |
 """
 import sympy as sp
 
@@ -52,7 +53,8 @@ b_e = sp.symbols("b_e", positive=True)
 Di, Ns, Nh, G, Kc, Rdt, Q = sp.symbols("D_i N_s N_h G K_c R_dt Q", positive=True)
 b_s = sp.symbols("b_s", positive=True)
 Fs = sp.symbols("F_s", positive=True)
-Ni, Hi, Kt = sp.symbols("N_i H_i K_t", positive=True)  # DeepSeek Sparse Attention (ops.lightning_indexer)
+Ni, Hi, Kt = sp.symbols("N_i H_i K_t", positive=True)  # DeepSeek Sparse Attention (sparse_ops.lightning_indexer)
+Dl = sp.symbols("D_l", positive=True)  # latent MoE: the experts' input and output width
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)

@@ -542,6 +542,16 @@ TINY_CONFIGS.update({
         "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
         "topk_group": 1, "v_head_dim": 24, "vocab_size": 296,
     },
+    # Nemotron-3's MoE layers without Mamba (so the counter sees every matmul): relu^2 experts run in a
+    # latent width (24) between D -> latent -> D projections, beside a shared relu^2 MLP of its own width (36).
+    "nemotron-h-latent-moe": {
+        "model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 97,
+        "hybrid_override_pattern": "*E-E", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
+        "intermediate_size": 88, "mamba_num_heads": 6, "mamba_head_dim": 12, "n_groups": 3, "ssm_state_size": 10,
+        "conv_kernel": 4, "chunk_size": 8, "max_position_embeddings": 128, "tie_word_embeddings": False,
+        "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 28, "n_shared_experts": 1,
+        "moe_shared_expert_intermediate_size": 36, "moe_latent_size": 24, "n_group": 1, "topk_group": 1,
+    },
     "minimax-m2": {
         "architectures": ["MiniMaxM2ForCausalLM"], "model_type": "minimax_m2", "head_dim": 20, "hidden_size": 64,
         "intermediate_size": 40, "max_position_embeddings": 256, "num_attention_heads": 6, "num_experts_per_tok": 2,
