@@ -92,6 +92,9 @@ class ModelConfig:
     v_head_dim: int = 0  # Hv
     cla_factor: int = 1  # cross-layer attention: one KV cache shared by this many layers (what-if)
     source_hash: str = ""
+    # The multimodal model_type whose language model this is ("" for a text model): its vision encoder is not
+    # priced, every estimate is text decode (Qwen3-VL, Qwen3.5, Kimi-K2.5, Gemma 3, Llama 4).
+    text_tower_of: str = field(default="", compare=False)
     # Positions the model was trained for, rope scaling's extension included (0: unknown, unchecked).
     max_positions: int = field(default=0, compare=False)
     qk_norm: str = ""  # QK_NORMS: "rms" (Qwen3, Gemma 3, GLM-4.5), "l2" (Llama 4, on its chunked rope layers)
@@ -226,13 +229,14 @@ class ModelConfig:
             raise ValueError(f"config {name!r}: model_type {family!r} is not supported; supported: "
                              f"{', '.join(FAMILIES + STATE_FAMILIES)}")
         digest = hashlib.sha256(json.dumps(hf, sort_keys=True).encode()).hexdigest()[:12]
+        tower = family if family in TEXT_CONFIG_OF or "text_config" in hf and family in STATE_FAMILIES else ""
         if family in STATE_FAMILIES:
             fields = state_family_fields(hf, family, name)
         else:
             if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
                 hf, family = language_model(hf, family, name)
             fields = gpt2_fields(hf, name) if family == "gpt2" else decoder_fields(hf, family, name)
-        return cls(name=name, family=family, source_hash=digest, **fields)
+        return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)
 
 
 def _whole(value) -> bool:

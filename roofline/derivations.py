@@ -128,3 +128,36 @@ def state_decode_intensity() -> dict[str, sp.Expr]:
     grow = sp.Symbol("x", positive=True)
     return {"general": expr, "limit": sp.limit(expr.xreplace({Di: grow, Ns: grow}), grow, sp.oo),
             "fp32_state": sp.limit(expr.xreplace({Di: grow, Ns: grow, b_s: 4}), grow, sp.oo)}
+
+
+def sparse_attention_crossover() -> dict[str, sp.Expr]:
+    """DeepSeek Sparse Attention's decode (T = 1), per layer and sequence, from the ops themselves (absorbed MLA
+    over the indexer's top Kt keys, plus the lightning indexer over all S keys) against dense MLA.
+
+    Attention's cache reads stop at Kt keys, (C+R) b_kv Kt; the indexer's keep growing, Hi b_kv S: they cross at
+    S* = Kt (C+R) / Hi (9,216 tokens for GLM-5 and DeepSeek-V3.2), and past it the step's cache reads tend to
+    Hi / (C+R) of dense MLA's (2/9 for both): the indexer, not attention, sets the long-context cost. The FLOPs
+    cross where 2 Ni (Hi+1) S = 2 N Kt (2C+R). The analogue of the lecture's S/(S+1): a limit, not a constant.
+    """
+    from . import sparse_ops
+    from .symbols import Kt
+    decode = {T: 1, B: 1}
+
+    def total(ops, part):
+        return sp.simplify(sum((getattr(op.cost, part) for op in ops), sp.Integer(0)).xreplace(decode))
+    sparse, dense = o.mla_block(sparse=True, q_lora=True), o.mla_block(q_lora=True)
+    indexer = sparse_ops.lightning_indexer()
+    attention_bytes, indexer_bytes = total(sparse, "kv_read"), total(indexer, "kv_read")
+    attention_flops = total([op for op in sparse if op.name == "attention"], "flops")
+    indexer_flops = total([op for op in indexer if op.name == "indexer.scores"], "flops")
+    beyond = sp.Symbol("x", positive=True)  # S = Kt + 1 + x: past the top-k, every Min and Max settles
+
+    def past_k(expr):
+        return sp.simplify(expr.xreplace({S: Kt + 1 + beyond}).xreplace({beyond: S - Kt - 1}))
+    return {
+        "attention_bytes": attention_bytes, "indexer_bytes": indexer_bytes, "dense_bytes": total(dense, "kv_read"),
+        "bytes_crossover": sp.solve(sp.Eq(past_k(attention_bytes), indexer_bytes), S)[0],
+        "flops_crossover": sp.solve(sp.Eq(past_k(attention_flops), indexer_flops), S)[0],
+        "long_context_bytes_ratio": sp.limit((past_k(attention_bytes) + indexer_bytes)
+                                             / total(dense, "kv_read"), S, sp.oo),
+    }

@@ -707,6 +707,23 @@ def _vocab_size(config: dict[str, Any]) -> int:
     return int(_hf_config(config).vocab_size)  # the class default where the file leaves it out (gemma3)
 
 
+# Vision-language configs (issue 25): transformers builds the whole model (AutoModelForImageTextToText); its
+# language model and LM head are counted, its vision tower and projector are not (we price text decode).
+VISION_LANGUAGE = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25")
+VISION_PARTS = ("visual", "vision_tower", "mm_projector", "multi_modal_projector")
+
+
+def hf_text_tower_parameter_count(config: dict[str, Any]) -> int:
+    """Parameters of a vision-language model's text tower: every parameter of the full transformers model
+    (meta device, tied weights once) outside its vision encoder and projector."""
+    kw = {k: v for k, v in copy.deepcopy(config).items() if k not in _DROP_KEYS and k != "architectures"}
+    cfg = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    with torch.device("meta"):
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    return int(sum(p.numel() for name, p in model.named_parameters()
+                   if not any(part in name.split(".") for part in VISION_PARTS)))
+
+
 def hf_parameter_count(config: dict[str, Any]) -> int:
     """Number of parameters of ``AutoModelForCausalLM.from_config(config)``.
 
@@ -719,6 +736,8 @@ def hf_parameter_count(config: dict[str, Any]) -> int:
     LayerNorm), all projection weights and biases, MoE router weights, all routed and
     shared experts, and the LM head if untied. deepseek_v3 MTP layers are not built.
     """
+    if config.get("model_type") in VISION_LANGUAGE:
+        return hf_text_tower_parameter_count(config)
     model = _build(config, torch.bfloat16, device="meta")
     return int(sum(p.numel() for p in model.parameters()))
 
@@ -919,8 +938,8 @@ def hf_kv_cache_bytes_per_token(
     Then every layer holds all tokens, and the result is the per-token cost before the
     window caps it. For MLA (deepseek) the cache holds the compressed latent:
     ``kv_lora_rank + qk_rope_head_dim`` values per layer per token (see module
-    docstring); a DeepSeek Sparse Attention layer adds its indexer's key (``index_head_dim``). ``device="meta"`` works for the real (large) configs, as it does in
-    :func:`hf_flops`.
+    docstring); a DeepSeek Sparse Attention layer adds its indexer's key (``index_head_dim``).
+    ``device="meta"`` works for the real (large) configs, as it does in :func:`hf_flops`.
     """
     batch, prompt_len = 2, 4
     config = language_model_config(config)

@@ -16,6 +16,7 @@ B = 1e9
 # data/models/llama-4-scout.json on the meta device (transformers 5.23) holds 108,641,793,536 parameters,
 # 871,932,416 of them outside its language model (Maverick's, built the same way: the same 871,932,416).
 SCOUT_VISION = 871_932_416
+QWEN35_VISION = 456_010_480
 EMBEDDING, HEAD = "embedding", "head"
 # model, which count, published, unit, reading, left out of 'active', source
 PUBLISHED = [
@@ -49,6 +50,32 @@ PUBLISHED = [
     ("gpt-oss-20b", "active", 3.61 * B, 0.01 * B, "round", (EMBEDDING,), "the same table"),
     ("gpt-oss-120b", "total", 116.83 * B, 0.01 * B, "round", (), "the same table"),
     ("gpt-oss-120b", "active", 5.13 * B, 0.01 * B, "round", (EMBEDDING,), "the same table"),
+    # Issue 25's families (configs from aiconfigurator-core 0.12.0). Qwen3.5's 397B counts its vision tower
+    # (Qwen3_5MoeForConditionalGeneration on the meta device, transformers 5.24: 456,010,480 parameters in
+    # `model.visual`), which we leave out; its 17B active is read with the same tower out.
+    ("qwen3.5-397b-a17b", "total", 397 * B - QWEN35_VISION, 1 * B, "round", (),
+     "https://huggingface.co/Qwen/Qwen3.5-397B-A17B model card: 397B in total, 17B activated"),
+    ("qwen3.5-397b-a17b", "active", 17 * B, 1 * B, "trunc", (), "the same card"),
+    ("glm-5", "total", 744 * B, 1 * B, "round", (), "https://huggingface.co/zai-org/GLM-5 model card: 744B "
+     "parameters (40B active)"),
+    ("glm-5", "active", 40 * B, 1 * B, "round", (EMBEDDING, HEAD), "the same card"),
+    # MiniMax's '230B' read to the ten (its 3 MTP modules are not built by transformers, nor counted here).
+    ("minimax-m2.5", "total", 230 * B, 10 * B, "round", (), "https://huggingface.co/MiniMaxAI/MiniMax-M2.5 model "
+     "card: 230B total parameters with 10B active"),
+    ("minimax-m2.5", "active", 10 * B, 1 * B, "round", (EMBEDDING, HEAD), "the same card"),
+    ("kimi-k2.5", "total", 1000 * B, 100 * B, "round", (), "https://huggingface.co/moonshotai/Kimi-K2.5 model card: "
+     "1T total parameters, 32B activated"),
+    ("kimi-k2.5", "active", 32 * B, 1 * B, "trunc", (), "the same card"),
+    ("nemotron-3-nano-30b-a3b", "total", 31.6 * B, 0.1 * B, "round", (),
+     "https://huggingface.co/nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 model card: 31.6B total, about 3.2B "
+     "active (3.6B including embeddings)"),
+    ("nemotron-3-nano-30b-a3b", "active", 3.6 * B, 0.1 * B, "round", (), "the same card"),
+    ("nemotron-3-nano-30b-a3b", "active", 3.2 * B, 0.1 * B, "round", (EMBEDDING,), "the same card"),
+    ("qwen3-32b", "total", 32.8 * B, 0.1 * B, "round", (), "https://huggingface.co/Qwen/Qwen3-32B model card: "
+     "Number of Parameters 32.8B"),
+    ("qwen3-235b-a22b", "total", 235 * B, 1 * B, "trunc", (), "https://huggingface.co/Qwen/Qwen3-235B-A22B model "
+     "card: 235B in total, 22B activated"),
+    ("qwen3-235b-a22b", "active", 22 * B, 1 * B, "trunc", (), "the same card"),
 ]
 
 

@@ -224,7 +224,9 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
              for line in cells]
     what_if = ", ".join(f"{k}={v}" for k, v in overrides.items())
     header = [
-        f"model     {cfg.name} (config {cfg.source_hash})" + (f", what-if {what_if}" if what_if else ""),
+        f"model     {cfg.name} (config {cfg.source_hash})" + (f", what-if {what_if}" if what_if else "")
+        + (f"; the text tower of {cfg.text_tower_of}: text decode, vision encoder not priced"
+           if cfg.text_tower_of else ""),
         f"hardware  {hw.name} ({hw.id}): {fmt_bytes(hw.memory_bytes)}, {fmt_rate(hw.memory_bandwidth, 'B/s')}",
         (f"precision weights {p.weights}" + (f", routed experts {p.experts}" if p.experts else "") +
          f", activations {p.activations}, KV {p.kv}; "
