@@ -659,14 +659,16 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
 # Gemma3ForCausalLM / Llama4ForCausalLM (the vision tower is not counted). Kimi K2 ships DeepSeek-V3's
 # modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
 # does not register: it is built as deepseek_v3.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
+                  "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
 MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
 
 
 def language_model_config(config: dict[str, Any]) -> dict[str, Any]:
     model_type = config.get("model_type")
     if model_type in TEXT_CONFIG_OF:
-        return {"model_type": TEXT_CONFIG_OF[model_type], **config["text_config"]}
+        text = {"model_type": TEXT_CONFIG_OF[model_type], **config["text_config"]}
+        return language_model_config(text) if text["model_type"] in MODEL_TYPE_ALIASES else text
     if model_type in MODEL_TYPE_ALIASES:
         return {**config, "model_type": MODEL_TYPE_ALIASES[model_type]}
     return config

@@ -29,7 +29,7 @@ ATTENTION_CASES = sorted(set(TINY_CONFIGS) - set(STATE_CASES))
 REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b", "gpt2",
                     "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1",
                     "qwen3-8b", "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
-                    "llama-4-maverick", "gpt-oss-20b"]
+                    "llama-4-maverick", "gpt-oss-20b", "minimax-m2.5", "deepseek-v3.2"]
 HF_RUNS_EVERY_EXPERT = ("llama4_text",)
 
 
@@ -74,7 +74,8 @@ def test_kv_bytes_per_token_equal_the_hugging_face_cache_tensors(case):
 
 @pytest.mark.parametrize("name", ["llama-2-7b", "llama-3-8b", "deepseek-v3", "deepseek-v2-lite", "qwen3-8b",
                                   "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
-                                  "gpt-oss-20b", "gpt-oss-120b"])
+                                  "gpt-oss-20b", "gpt-oss-120b", "glm-5", "deepseek-v3.2", "minimax-m2.5",
+                                  "kimi-k2.5", "qwen3-32b"])
 def test_kv_bytes_per_token_of_real_configs(name):
     expected = hf_kv_cache_bytes_per_token(raw_config(name), dtype=torch.bfloat16, device="meta")
     assert compile_model(load_model(name)).kv_cache(1, 1, 2.0) == expected
@@ -98,7 +99,10 @@ def test_the_oracle_catches_moe_experts_counted_densely():
 
 @pytest.mark.parametrize("case, wrong", [("qwen3", {"qk_norm": ""}), ("gemma3-text", {"norms_per_layer": 2}),
                                          ("gpt-oss", {"attention_sinks": False}), ("gpt-oss", {"expert_bias": False}),
-                                         ("gpt-oss", {"router_param_bias": False})])
+                                         ("gpt-oss", {"router_param_bias": False}), ("minimax-m2", {"qk_norm": "rms"}),
+                                         ("glm-moe-dsa", {"layer_attention": ("sparse",) * 3}),
+                                         ("nemotron-h-latent-moe", {"moe_latent": 0}),
+                                         ("nemotron-h-latent-moe", {"gated_mlp": True})])
 def test_the_oracle_catches_a_dropped_norm_sink_or_bias(case, wrong):
     config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
     assert parameter_count(config) == hf_parameter_count(TINY_CONFIGS[case])
