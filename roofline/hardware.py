@@ -19,7 +19,7 @@ HARDWARE_FILE = DATA_DIR / "hardware.json"
 # When a device has no units for a dtype, the matmul runs at the next wider dtype it has
 # (an A100 has no fp8 tensor cores: fp8 weights are dequantized and multiplied in bf16).
 FALLBACK = {"int4": "int8", "int8": "bf16", "fp8": "bf16", "bf16": "fp16", "fp16": "fp32", "fp32": None,
-            "mxfp4": "fp8"}
+            "mxfp4": "fp8", "nvfp4": "fp8"}
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4, "mxfp4": 4}
+BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4, "mxfp4": 4,
+        "nvfp4": 4}
 # f16, f32: GGUF's names
 ALIASES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "e4m3": "fp8", "f16": "fp16", "f32": "fp32"}
 SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp16/bf16/fp32 scales)
 # GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible). GGUF's q4_0 and q8_0 are
 # blocks of 32 weights with one fp16 scale: 4.5 and 8.5 bits a weight (llama.cpp's ggml-common.h).
-DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32}
-SCALE_BYTES_OF = {"mxfp4": 1}  # formats whose group scale is not SCALE_BYTES wide
+DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32, "nvfp4": 16}
+# Formats whose group scale is not SCALE_BYTES wide. NVFP4 (NVIDIA's Blackwell format, ModelOpt's NVFP4
+# checkpoints): E2M1 values, one FP8 E4M3 scale per 16 and one fp32 scale per tensor (negligible): 4.5 bits.
+SCALE_BYTES_OF = {"mxfp4": 1, "nvfp4": 1}
 # Checkpoints mix formats: gpt-oss ships its routed experts in MXFP4 and attention, router, embeddings and head
 # in bf16 (its config's quantization_config.modules_to_not_convert); Kimi-K2-Thinking ships INT4 experts.
 # `experts` names the routed experts' format (b_e bytes an element); every other weight is `weights` (b_w).

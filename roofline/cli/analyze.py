@@ -21,6 +21,7 @@ from ..config import load_model
 from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
+from ..checkpoint_format import load_shipped_precision
 from ..precision import Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
@@ -87,11 +88,17 @@ COMMANDS = [("analyze", add_arguments, run)]
 
 
 def add_precision(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--weights", metavar="DTYPE", default="bf16",
-                        help="weight format: bf16, fp16, fp8, int8, int4, q8_0, q4_0 (default %(default)s)")
+    parser.add_argument("--weights", metavar="DTYPE", default=None,
+                        help="weight format: bf16, fp16, fp8, int8, int4, q8_0, q4_0, mxfp4, nvfp4 (default bf16, "
+                             "or the checkpoint's with --as-shipped)")
     add_experts(parser)
-    parser.add_argument("--kv", metavar="DTYPE", default="bf16", help="KV-cache dtype (default %(default)s)")
+    parser.add_argument("--kv", metavar="DTYPE", default=None,
+                        help="KV-cache dtype (default bf16, or the checkpoint's with --as-shipped)")
     parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    parser.add_argument("--as-shipped", action="store_true",
+                        help="weight, expert and KV formats as the checkpoint ships them (its config.json's "
+                             "quantization_config and an hf_quant_config.json beside it); --weights, --experts "
+                             "and --kv still override each")
 
 
 def add_experts(parser: argparse.ArgumentParser) -> None:
@@ -105,8 +112,14 @@ def experts_of(args) -> str | None:
 
 
 def precision_of(args) -> Precision:
-    return Precision(weights=normalize_dtype(args.weights, "--weights"), activations=normalize_dtype(args.act, "--act"),
-                     kv=normalize_dtype(args.kv, "--kv"), experts=experts_of(args))
+    shipped = load_shipped_precision(args.model) if getattr(args, "as_shipped", False) else None
+    base = shipped or Precision()
+    weights = base.weights if args.weights is None else normalize_dtype(args.weights, "--weights")
+    kv = base.kv if args.kv is None else normalize_dtype(args.kv, "--kv")
+    experts = experts_of(args) if args.experts is not None else base.experts
+    keep = dict(weight_group_size=base.weight_group_size if weights == base.weights else None,
+                expert_group_size=base.expert_group_size if experts is not None and experts == base.experts else None)
+    return Precision(weights=weights, activations=normalize_dtype(args.act, "--act"), kv=kv, experts=experts, **keep)
 
 
 def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
