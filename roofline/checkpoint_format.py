@@ -40,8 +40,13 @@ def _bad(source: str, key: str, value, expected: str) -> ValueError:
 def shipped_precision(hf: dict, quant: dict | None = None, name: str = "config.json") -> Precision | None:
     """The Precision a checkpoint ships in, None when its configs state no quantization (bf16, as before)."""
     if quant is not None:
-        return _modelopt(quant.get("quantization", quant), f"{name} (hf_quant_config.json)", hf)
-    config = hf.get("quantization_config") or (hf.get("text_config") or {}).get("quantization_config")
+        source = f"{name} (hf_quant_config.json)"
+        body = quant.get("quantization", quant) if isinstance(quant, dict) else quant
+        if not isinstance(body, dict):
+            raise _bad(source, "quantization", body, "an object with quant_algo")
+        return _modelopt(body, source, hf)
+    text = hf.get("text_config") if isinstance(hf.get("text_config"), dict) else {}
+    config = hf.get("quantization_config") or text.get("quantization_config")
     if not config:
         return None
     if not isinstance(config, dict):
@@ -59,14 +64,17 @@ def shipped_precision(hf: dict, quant: dict | None = None, name: str = "config.j
 
 
 def _compressed_tensors(config: dict, name: str) -> Precision:
-    groups = config.get("config_groups") or {}
-    weights = [g.get("weights") or {} for g in groups.values() if isinstance(g, dict)]
+    groups = config.get("config_groups")
+    groups = groups if isinstance(groups, dict) else {}
+    weights = [g.get("weights") for g in groups.values() if isinstance(g, dict) and isinstance(g.get("weights"), dict)]
     if len(weights) != 1 or (weights[0].get("type", "int"), weights[0].get("num_bits")) not in COMPRESSED_FORMATS:
         raise _bad(name, "quantization_config.config_groups", groups,
                    "one group of 4- or 8-bit int weights, or 4-bit float (MXFP4) weights")
     fmt = COMPRESSED_FORMATS[weights[0].get("type", "int"), weights[0]["num_bits"]]
     group = weights[0].get("group_size") if weights[0].get("strategy") == "group" else None
-    ignored = " ".join(str(i) for i in config.get("ignore") or [])
+    if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group <= 0):
+        raise _bad(name, "quantization_config.config_groups.weights.group_size", group, "a positive integer")
+    ignored = _names(config.get("ignore"))
     if any(a in ignored for a in ATTENTION_NAMES):  # Kimi-K2.5: only the routed experts are int4
         return Precision(weights="bf16", experts=fmt, expert_group_size=group)
     return Precision(weights=fmt, weight_group_size=group)
@@ -82,7 +90,7 @@ def _modelopt(config: dict, source: str, hf: dict) -> Precision:
         experts, others = _mixed_formats(config.get("quantized_layers"), source)
     elif algo in MODELOPT_FORMATS:
         experts = others = MODELOPT_FORMATS[algo]
-        excluded = " ".join(str(m) for m in config.get("exclude_modules") or config.get("ignore") or [])
+        excluded = _names(config.get("exclude_modules") or config.get("ignore"))
         if any(a in excluded for a in ATTENTION_NAMES):
             others = "bf16"
     else:
@@ -90,6 +98,11 @@ def _modelopt(config: dict, source: str, hf: dict) -> Precision:
     if not _has_experts(hf):  # a dense model: its MLP's format, most of its bytes, for every weight
         return Precision(weights=experts, kv=kv)
     return Precision(weights=others, experts=experts, kv=kv)
+
+
+def _names(modules) -> str:
+    """A module list (exclude_modules, ignore) as one string to search; anything else names nothing."""
+    return " ".join(str(m) for m in modules) if isinstance(modules, list) else ""
 
 
 def _has_experts(hf: dict) -> bool:

@@ -54,7 +54,7 @@ def test_every_refusal_names_its_missing_feature_and_the_rest_analyze():
     families = [read(p)["model_type"] for p in MODEL_FILES]
     analyzed = [f for f in families if f not in REFUSED]
     assert REFUSED <= set(UNMODELLED) and len(analyzed) == 89 - sum(f in REFUSED for f in families)
-    assert len(analyzed) >= 72  # 32 before issue 25
+    assert len(analyzed) == 72  # 32 before issue 25
 
 
 ANALYZED = [p for p in MODEL_FILES if read(p)["model_type"] not in REFUSED]
