@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +24,7 @@ MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
             "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
             "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
-            "qwen3_vl_moe_text")
+            "qwen3_vl_moe_text", "nemotron-nas")
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
@@ -34,7 +36,6 @@ UNMODELLED = {
     "mimo": "MiMo's Qwen2 decoder with multi-token-prediction layers (no transformers reference to check it)",
     "mimo_v2_flash": "MiMo-V2-Flash's hybrid layers with their own head counts (swa_num_attention_heads, swa_head_dim)",
     "gemma4": "Gemma-4's per-layer embeddings, K=V global layers and double-wide MLPs (hidden_size_per_layer_input)",
-    "nemotron-nas": "Nemotron-NAS's heterogeneous blocks (block_configs: per-layer attention and MLP width)",
     "step3p7": "Step-3.7's per-layer head counts and shared-expert width (share_expert_dim)",
 }
 GLOBAL, WINDOW = "global", "window"
@@ -56,6 +57,21 @@ STATE_MIXERS = (MAMBA2, MAMBA, DELTANET, LINEAR, PARALLEL)  # mixers that keep a
 # ATTENTION_KINDS (above): mixers whose cache grows with the context (chunked: up to the chunk)
 MIXER_KINDS = ATTENTION_KINDS + STATE_MIXERS + (NONE,)
 MLP_KINDS = (DENSE, MOE, NONE)
+# A dense MLP of its own width (Nemotron-NAS: each layer's ffn_mult), written as a fraction of d_ff, "dense:7/32":
+# the fraction, not the width, so a tensor-parallel shard (d_ff / tp) shrinks every layer's MLP with it.
+WIDTH_SEPARATOR = ":"
+
+
+def dense_of_width(width: int, d_ff: int) -> str:
+    return f"{DENSE}{WIDTH_SEPARATOR}{Fraction(width, d_ff)}"
+
+
+def dense_fraction(mlp_kind: str) -> Fraction | None:
+    """The share of d_ff a "dense:p/q" MLP kind is wide (None for every other kind)."""
+    kind, _, share = mlp_kind.partition(WIDTH_SEPARATOR)
+    if kind != DENSE or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", share):
+        return None
+    return Fraction(share)
 
 
 @dataclass(frozen=True)
@@ -148,7 +164,8 @@ class ModelConfig:
         for name, allowed in (("layer_attention", MIXER_KINDS), ("layer_mlp", MLP_KINDS)):
             pattern = tuple(getattr(self, name))
             object.__setattr__(self, name, pattern)
-            if len(pattern) != self.n_layers or set(pattern) - set(allowed):
+            named = {k for k in pattern if name == "layer_mlp" and dense_fraction(k) is not None}
+            if len(pattern) != self.n_layers or set(pattern) - set(allowed) - named:
                 raise ValueError(f"model {self.name!r}: {name} must list {self.n_layers} entries from {allowed}")
         _check_state_dims(self)
         if WINDOW in self.layer_attention and self.window <= 0:
@@ -221,7 +238,8 @@ class ModelConfig:
             raise ValueError(f"config {name!r}: expected a JSON object, got {type(hf).__name__}")
         family = hf.get("model_type")
         from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
-        from .hf_config import CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model
+        from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
+                                nemotron_nas_fields)
         if family in UNMODELLED:
             raise ValueError(f"config {name!r}: model_type {family!r} is not modelled yet: {UNMODELLED[family]} "
                              f"is missing; fix: price a supported model (see README 'Model families')")
@@ -235,7 +253,8 @@ class ModelConfig:
         else:
             if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
                 hf, family = language_model(hf, family, name)
-            fields = gpt2_fields(hf, name) if family == "gpt2" else decoder_fields(hf, family, name)
+            fields = (gpt2_fields(hf, name) if family == "gpt2" else nemotron_nas_fields(hf, name)
+                      if family == "nemotron-nas" else decoder_fields(hf, family, name))
         return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)
 
 

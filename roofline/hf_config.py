@@ -7,7 +7,8 @@ constant-state families' keys are in config_state.py, which shares these readers
 """
 from __future__ import annotations
 
-from .config import CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, SHARED_SPARSE, SPARSE, WINDOW, _whole
+from .config import (CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, NONE, SHARED_SPARSE, SPARSE, WINDOW, _whole,
+                     dense_of_width)
 
 # Multimodal configs whose language model sits in `text_config`, and that model's type. Vision-language
 # models (Qwen3-VL, Kimi-K2.5) are priced as their text tower: text decode, no image tokens, no vision encoder.
@@ -357,3 +358,37 @@ def gpt2_fields(hf: dict, name: str) -> dict:
         gated_mlp=False, layer_norm=True, tied_embeddings=_flag(hf, "tie_word_embeddings", name, True),
         learned_positions=positions, qkv_bias=True, out_bias=True, mlp_bias=True, max_positions=positions,
     )
+
+
+def nemotron_nas_fields(hf: dict, name: str) -> dict:
+    """Nemotron-NAS (DeciLM, Llama-3.3-Nemotron-Super-49B): a Llama decoder searched layer by layer; each of
+    block_configs drops its attention (no_op: no attention, no input norm) or keeps GQA with n_heads_in_group
+    query heads per KV head, and drops its MLP or sizes it by ffn_mult: F' = 2 ffn_mult D / 3 rounded up to a
+    multiple of 256 (DeciLM's _ffn_mult_to_intermediate_size)."""
+    n_layers = _require(hf, "num_hidden_layers", name)
+    blocks = hf.get("block_configs")
+    if not isinstance(blocks, list) or len(blocks) != n_layers or not all(
+            isinstance(b, dict) and isinstance(b.get("attention"), dict) and isinstance(b.get("ffn"), dict) for b in blocks):
+        raise _bad(name, "block_configs", blocks, f"a list of {n_layers} objects with 'attention' and 'ffn'")
+    if any(b[part].get("replace_with_linear") or b[part].get("sparsify") for b in blocks for part in ("attention", "ffn")):
+        raise _bad(name, "block_configs.replace_with_linear", True, "false (a block replaced by one linear layer, or "
+                   "sparsified, is not modelled)")
+    attention = [not b["attention"].get("no_op") for b in blocks]
+    groups = {b["attention"].get("n_heads_in_group") for b, kept in zip(blocks, attention) if kept}
+    n_heads = _require(hf, "num_attention_heads", name)
+    if len(groups) > 1 or not all(_whole(g) and g > 0 and n_heads % g == 0 for g in groups):
+        raise _bad(name, "block_configs.attention.n_heads_in_group", sorted(map(str, groups)),
+                   f"one positive divisor of the {n_heads} heads, the same in every layer")
+    d_model = _require(hf, "hidden_size", name)
+    widths = [0 if b["ffn"].get("no_op") else _nas_width(b["ffn"].get("ffn_mult"), d_model, name) for b in blocks]
+    fields = decoder_fields({**hf, "intermediate_size": max(widths) or d_model,
+                             "num_key_value_heads": n_heads // (groups.pop() if groups else 1)}, "llama", name)
+    return dict(fields, layer_attention=tuple(GLOBAL if kept else NONE for kept in attention),
+                layer_mlp=tuple(dense_of_width(w, fields["d_ff"]) if w else NONE for w in widths))
+
+
+def _nas_width(mult, d_model: int, name: str) -> int:
+    if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult < 1e3:
+        raise _bad(name, "block_configs.ffn.ffn_mult", mult, "a positive number (the MLP width over 2/3 of hidden_size)")
+    width = int(2 * mult * d_model / 3)
+    return -(-width // 256) * 256

@@ -12,7 +12,8 @@ import sympy as sp
 
 from . import ops as o
 from . import hybrid, sparse_ops
-from .config import CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig
+from .config import (CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig,
+                     dense_fraction)
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
 from .symbols import Di, Dl, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
@@ -134,6 +135,9 @@ def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
                     else o.plain_mlp("shared_experts", bias=cfg.mlp_bias, width=Fs))
         if cfg.shared_expert_gate:
             ops.append(o.linear("shared_experts.gate", D, 1))  # sigmoid(X (n,D) @ w (D,1)) scales the shared expert
+    elif dense_fraction(mlp_kind) is not None:  # Nemotron-NAS: this layer's own width, a share of F
+        share = dense_fraction(mlp_kind)
+        ops += o.gated_mlp(bias=cfg.mlp_bias, width=F * sp.Rational(share.numerator, share.denominator))
     elif cfg.gated_mlp:
         ops += o.gated_mlp(bias=cfg.mlp_bias)
     else:

@@ -563,7 +563,7 @@ TINY_CONFIGS.update({
 
 # Constant-state families (Mamba-2 SSD, gated DeltaNet, Nemotron-H's one-op layers). Dims chosen so
 # that heads != groups, head_dim != state, and value heads != key heads: a formula mixing them fails.
-STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h", "granite-h", "jamba", "falcon-h1", "minimax")
+STATE_CASES = ("mamba2", "qwen3-next", "nemotron-h", "granite-h", "jamba", "falcon-h1", "minimax", "qwen3.5-moe")
 TINY_CONFIGS["mamba2"] = {
     "model_type": "mamba2", "hidden_size": 64, "num_hidden_layers": 3, "vocab_size": 101, "state_size": 16,
     "expand": 2, "head_dim": 16, "num_heads": 8, "n_groups": 2, "conv_kernel": 4, "chunk_size": 8,
@@ -578,6 +578,10 @@ TINY_CONFIGS["qwen3-next"] = {
     "full_attention_interval": 2, "partial_rotary_factor": 0.25, "max_position_embeddings": 128,
     "tie_word_embeddings": False, "rms_norm_eps": 1e-6,
 }
+# Qwen3.5: Qwen3-Next's layers (in_proj split into qkv, z, b, a) in a vision-language config's text_config.
+TINY_CONFIGS["qwen3.5-moe"] = {"model_type": "qwen3_5_moe", "tie_word_embeddings": False, "text_config": {
+    **{k: v for k, v in TINY_CONFIGS["qwen3-next"].items() if k != "intermediate_size"},
+    "model_type": "qwen3_5_moe_text", "attn_output_gate": True}}
 TINY_CONFIGS["nemotron-h"] = {
     "model_type": "nemotron_h", "hidden_size": 64, "num_hidden_layers": 5, "vocab_size": 97,
     "hybrid_override_pattern": "M-M*-", "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 20,
@@ -660,7 +664,8 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
 # modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
 # does not register: it is built as deepseek_v3.
 TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
-                  "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text"}
+                  "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
+                  "qwen3_5_moe": "qwen3_5_moe_text"}
 MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
 
 

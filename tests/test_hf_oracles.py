@@ -31,6 +31,7 @@ REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "
                     "qwen3-8b", "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
                     "llama-4-maverick", "gpt-oss-20b", "minimax-m2.5", "deepseek-v3.2"]
 HF_RUNS_EVERY_EXPERT = ("llama4_text",)
+NOT_IN_TRANSFORMERS = ("nemotron-nas",)  # DeciLM's remote code only
 
 
 def raw_config(name: str) -> dict:
@@ -47,6 +48,8 @@ def our_flops(config: ModelConfig, phase: str, batch: int, prompt: int) -> float
 
 @pytest.mark.parametrize("name", bundled_models())
 def test_parameter_count_equals_the_hugging_face_module(name):
+    if load_model(name).family in NOT_IN_TRANSFORMERS:
+        pytest.skip("transformers has no module for this family: checked by hand in tests/test_late_families.py")
     assert parameter_count(load_model(name)) == hf_parameter_count(raw_config(name))
 
 
