@@ -240,7 +240,7 @@ class ModelConfig:
         from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
         from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                                 nemotron_nas_fields)
-        if family in UNMODELLED:
+        if isinstance(family, str) and family in UNMODELLED:
             raise ValueError(f"config {name!r}: model_type {family!r} is not modelled yet: {UNMODELLED[family]} "
                              f"is missing; fix: price a supported model (see README 'Model families')")
         if family not in FAMILIES + STATE_FAMILIES:

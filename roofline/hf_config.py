@@ -132,8 +132,8 @@ def _layer_types(hf: dict, n_layers: int, name: str) -> tuple:
 
 def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
     window = _optional(hf, "sliding_window", name, fix="give the window in tokens (e.g. 4096), or null for none")
-    if family in ("deepseek_v32", "glm_moe_dsa") and isinstance(hf.get("layer_types"), list) and set(
-            hf["layer_types"]) <= set(SPARSE_LAYER_TYPES):
+    if family in ("deepseek_v32", "glm_moe_dsa") and isinstance(hf.get("layer_types"), list) and all(
+            t in SPARSE_LAYER_TYPES for t in hf["layer_types"]):
         pattern = (GLOBAL,) * n_layers  # every layer DSA: _sparse_mla_fields sets the pattern from indexer_types
     elif "layer_types" in hf and hf["layer_types"]:
         pattern = _layer_types(hf, n_layers, name)
@@ -320,7 +320,7 @@ def _indexer_types(hf: dict, n_layers: int, name: str) -> tuple:
         every = _optional(hf, "index_topk_freq", name, default=1) or 1
         offset = _optional(hf, "index_skip_topk_offset", name, default=2)
         types = ["full" if max(i - offset + 1, 0) % every == 0 else "shared" for i in range(n_layers)]
-    if not isinstance(types, list) or len(types) != n_layers or set(types) - {"full", "shared"}:
+    if not isinstance(types, list) or len(types) != n_layers or not all(t in ("full", "shared") for t in types):
         raise _bad(name, "indexer_types", types, f"a list of {n_layers} entries, each \"full\" or \"shared\"")
     return tuple(SPARSE if t == "full" else SHARED_SPARSE for t in types)
 
@@ -332,7 +332,7 @@ def _sparse_mla_fields(hf: dict, fields: dict, name: str) -> dict:
     mla = _deepseek_fields(hf, "deepseek_v3", n_layers, name)
     dense = hf.get("mlp_layer_types")  # GLM-5's explicit per-layer list ("dense" / "sparse")
     if dense is not None:
-        if not isinstance(dense, list) or len(dense) != n_layers or set(dense) - {"dense", "sparse"}:
+        if not isinstance(dense, list) or len(dense) != n_layers or not all(t in ("dense", "sparse") for t in dense):
             raise _bad(name, "mlp_layer_types", dense, f"a list of {n_layers} entries, each \"dense\" or \"sparse\"")
         mla["layer_mlp"] = tuple(MOE if t == "sparse" else DENSE for t in dense)
     return dict(mla, layer_attention=_indexer_types(hf, n_layers, name),
@@ -374,10 +374,11 @@ def nemotron_nas_fields(hf: dict, name: str) -> dict:
         raise _bad(name, "block_configs.replace_with_linear", True, "false (a block replaced by one linear layer, or "
                    "sparsified, is not modelled)")
     attention = [not b["attention"].get("no_op") for b in blocks]
-    groups = {b["attention"].get("n_heads_in_group") for b, kept in zip(blocks, attention) if kept}
+    listed = [b["attention"].get("n_heads_in_group") for b, kept in zip(blocks, attention) if kept]
     n_heads = _require(hf, "num_attention_heads", name)
-    if len(groups) > 1 or not all(_whole(g) and g > 0 and n_heads % g == 0 for g in groups):
-        raise _bad(name, "block_configs.attention.n_heads_in_group", sorted(map(str, groups)),
+    groups = set(listed) if all(_whole(g) and g > 0 for g in listed) else {None, 0}
+    if len(groups) > 1 or not all(n_heads % g == 0 for g in groups):
+        raise _bad(name, "block_configs.attention.n_heads_in_group", sorted(map(str, listed))[:3],
                    f"one positive divisor of the {n_heads} heads, the same in every layer")
     d_model = _require(hf, "hidden_size", name)
     widths = [0 if b["ffn"].get("no_op") else _nas_width(b["ffn"].get("ffn_mult"), d_model, name) for b in blocks]
