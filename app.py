@@ -774,9 +774,9 @@ def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored
         points, summary, fitted = refit(str(path), stamp)
         return Scored(points, summary, fitted, f"Fitted here on {device}", "held-out", "leave-one-context-out")
     result = validation_fit.score(frame, IDEAL)
-    return Scored(result.points.assign(heldout_predicted_s=np.nan), result.summary, None, "No committed fit covers this file: the ideal roofline on the "
-                  f"ceilings measured with each point of {device} (turn on the fit above to fit one)", "ideal roofline",
-                  "nothing fitted")
+    return Scored(result.points.assign(heldout_predicted_s=np.nan), result.summary, None,
+                  "No committed fit covers this file: the ideal roofline on the ceilings measured with each point of "
+                  f"{device} (turn on the fit above to fit one)", "ideal roofline", "nothing fitted")
 
 
 def page_validation(analysis: Analysis | None, setup: Setup) -> None:
