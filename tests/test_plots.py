@@ -266,3 +266,14 @@ def test_a_device_has_one_colour_in_every_figure_whatever_else_is_drawn(lecture)
     assert labelled.axes[0].lines[0].get_color() == plots.device_color("h200")
     from roofline import bundled_hardware
     assert len({plots.device_color(d) for d in bundled_hardware()}) == len(bundled_hardware())  # all distinct
+
+
+def test_a_long_title_is_set_smaller_until_it_fits_the_figure(lecture):
+    """Issue 21's screenshots: the Memory page's title ran past the figure's right edge for a long model name."""
+    title = "nemotron-nano-9b-v2: memory at S=1024+128 tokens (B = 1, yours, the wall)"
+    for fast in (False, True):
+        fig = plots.memory_breakdown(lecture.metrics, {"H100": 80e9}, title=title)
+        plots.png_bytes(fig, fast=fast)
+        box = fig.axes[0].title.get_window_extent(fig.canvas.get_renderer())
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, (fast, box)
+        assert fig.axes[0].title.get_fontsize() >= 7

@@ -73,6 +73,7 @@ def png_bytes(fig: Figure, dpi: int = 110, fast: bool = False) -> bytes:
     """
     if fast:
         fast_layout(fig)
+    fit_titles(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return buffer.getvalue()
@@ -94,6 +95,21 @@ def fast_layout(fig: Figure) -> Figure:
             if default_minor and max(low, high) > 10 * min(low, high):
                 axis.set_minor_locator(NullLocator())
     return fig
+
+
+def fit_titles(fig: Figure, smallest: float = 7.0) -> Figure:
+    """Each axes' title in a smaller font until it fits inside the figure (a long model name ran off its edge)."""
+    if fig.get_layout_engine() is not None:
+        fig.draw_without_rendering()  # place the axes first: the title is centred over them
+    renderer = fig.canvas.get_renderer()
+    for title in (ax.title for ax in fig.axes if ax.get_title()):
+        while title.get_fontsize() > smallest and _outside(title.get_window_extent(renderer), fig.bbox):
+            title.set_fontsize(title.get_fontsize() - 0.5)
+    return fig
+
+
+def _outside(box, frame) -> bool:
+    return box.x0 < frame.x0 or box.x1 > frame.x1
 
 
 def _power_of_ten(value: float, _=None) -> str:
@@ -164,6 +180,8 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
                        label=kind) for kind, (marker, size) in OP_KINDS.items() if (kinds == kind).any()]
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="attained FLOP/s",
            title=title or f"Roofline: {hardware.name}")
+    if hardware.peak_flops:  # room above the highest roof for its label
+        ax.set_ylim(top=max(hardware.peak_flops.values()) * 3)
     ax.grid(True, which="major", alpha=0.3)
     if handles:
         ax.legend(handles=handles, fontsize=8, loc="lower right")
@@ -195,7 +213,7 @@ def latency_throughput(curves: dict[str, pd.DataFrame], marks=(), title: str = "
             row = frame[frame["batch"] == batch]
             if len(row):
                 ax.annotate(f"B={batch}", (row["tokens_per_s"].iloc[0], row["tpot_s"].iloc[0] * 1e3),
-                            xytext=(4, -10), textcoords="offset points", fontsize=8, color=color)
+                            xytext=(4, 5), textcoords="offset points", fontsize=8, color=color)
     ax.set(xscale="log", yscale="log", xlabel="decode throughput (tokens/s)", ylabel="TPOT (ms)",
            title=title or "Latency vs throughput over batch size (dashed: does not fit in memory)")
     # Matplotlib labels every minor tick when the axis holds one decade boundary (2, 3, 4 x 10^k overlap):
@@ -236,6 +254,7 @@ def memory_breakdown(metrics: pd.DataFrame, capacity: dict[str, float], title: s
     for i, total in enumerate(bottom):
         ax.annotate(fmt_bytes(total * GB), (i, total), xytext=(0, 3), textcoords="offset points", ha="center",
                     fontsize=8)
+    ax.set_ylim(0, max([*bottom, *(v / GB for v in capacity.values())]) * 1.15)  # the totals' labels above the lines
     ax.set(xlabel="batch size", ylabel="memory (GB)", title=title or "Memory: weights, KV cache, activations")
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
@@ -396,7 +415,7 @@ def validation_curves(frame: pd.DataFrame, title: str = "") -> Figure:
     optionally ideal_s (the uncalibrated roofline, dotted). Repeated runs: a point each, the lines
     through the median per batch.
     """
-    fig, ax = _figure()
+    fig, ax = _figure(8.5, 4.5, box=(0.09, 0.12, 0.7, 0.8))  # the legend right of the axes, off the curves
     for i, (context, rows) in enumerate(frame.groupby("context", sort=True)):
         color, median = f"C{i % 10}", rows.groupby("batch", sort=True).median(numeric_only=True)
         ax.scatter(rows["batch"], rows["measured_s"] * 1e3, s=12, color=color, zorder=3)
@@ -410,5 +429,5 @@ def validation_curves(frame: pd.DataFrame, title: str = "") -> Figure:
     ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="step time (ms)",
            title=title or "Measured vs predicted over batch, per context")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=2)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
