@@ -833,7 +833,7 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
         "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
         "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]), "ideal_s": rows["predicted_ideal_s"]}),
         title=f"{path.stem}, {phase}: measured vs {predicted} over batch"))
-    st.dataframe(pd.DataFrame({
+    table = pd.DataFrame({
         "model": points["model"], "KV heads": points["n_kv_heads"], "phase": points["phase"],
         "batch": points["batch"], "context": points["context"],
         "measured": points["time_s"].map(fmt_seconds), "predicted": points["predicted_s"].map(fmt_seconds),
@@ -841,11 +841,12 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
         "held-out": points["heldout_predicted_s"].map(lambda v: "" if pd.isna(v) else fmt_seconds(v)),
         "held-out error": (points["heldout_predicted_s"] / points["time_s"] - 1).map(
             lambda v: "" if pd.isna(v) else f"{v:+.1%}"),
-        "MBU": points["mbu"].map(lambda v: f"{v:.0%}"), "MFU": points["mfu"].map(lambda v: f"{v:.0%}")}),
-        hide_index=True)
+        "MBU": points["mbu"].map(lambda v: f"{v:.0%}"), "MFU": points["mfu"].map(lambda v: f"{v:.0%}")})
+    held_out = points["heldout_predicted_s"].notna().any()  # none made here for a committed fit's own file
+    st.dataframe(table if held_out else table.drop(columns=["held-out", "held-out error"]), hide_index=True)
     st.caption("MBU and MFU: the library's bytes and FLOPs of the step over the measured time, as fractions of the "
-               "copy bandwidth and GEMM FLOP/s measured with the point. Held-out: a prediction by a fit that did not "
-               "see the point (blank where none was made here).")
+               "copy bandwidth and GEMM FLOP/s measured with the point."
+               + (" Held-out: the prediction of a fit that did not see the point." if held_out else ""))
 
 
 def page_plan(analysis: Analysis, setup: Setup) -> None:
