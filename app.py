@@ -2,10 +2,12 @@
 
 Run `streamlit run app.py`. A thin view: sidebar helpers return plain values, the view makes one
 `analyze` call and each page shows library outputs (`Analysis.op_table`, `sweep`, `derivations`,
-`crossovers`, `speculation`, the validation fit) through `roofline.views.plots` figures and tables; units
-convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
-figures keyed by their inputs (rendering, not arithmetic, dominates a rerun). Bad input (an upload,
+`crossovers`, `speculation`, the committed validation fits) through `roofline.views.plots` figures and
+tables; units convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations and rendered figures
+keyed by their inputs (rendering, not arithmetic, dominates a rerun); a validation fit runs only when asked
+for on the page (a committed fit scores its own file in a fraction of a second). Bad input (an upload,
 an impossible combination) is an `st.error` with the reason and the fix; the other views keep working.
+The model selector always names the model analysed: an uploaded config.json joins its list.
 """
 from __future__ import annotations
 
