@@ -829,12 +829,18 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
                           predicted_s=points["heldout_predicted_s"].fillna(points["predicted_s"]))
     st.image(figure_png("measured_vs_predicted", shown[["measured_s", "predicted_s", "label"]],
                         title=f"{path.stem}: measured vs {predicted}"))
-    phase = st.radio("fitted curve", phases, horizontal=True, key="val_phase")
-    rows = points[points["phase"] == phase]
-    st.image(figure_png("validation_curves", pd.DataFrame({
-        "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
-        "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]), "ideal_s": rows["predicted_ideal_s"]}),
-        title=f"{path.stem}, {phase}: measured vs {predicted} over batch"))
+    columns = st.columns(2)
+    phase = columns[0].radio("fitted curve", phases, horizontal=True, key="val_phase")
+    variant = points["model"].astype(str) + ", K=" + points["n_kv_heads"].astype(str)  # a file may hold several
+    shown_variant = columns[1].radio("model measured", sorted(variant.unique()), horizontal=True, key="val_variant")
+    rows = points[(points["phase"] == phase) & (variant == shown_variant)]  # one model's curves, not a blend
+    if rows.empty:
+        st.caption(f"No {phase} points of {shown_variant} in {path.name}.")
+    else:
+        st.image(figure_png("validation_curves", pd.DataFrame({
+            "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
+            "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]),
+            "ideal_s": rows["predicted_ideal_s"]}), title=f"{shown_variant}, {phase}: measured vs {predicted} over batch"))
     table = pd.DataFrame({
         "model": points["model"], "KV heads": points["n_kv_heads"], "phase": points["phase"],
         "batch": points["batch"], "context": points["context"],

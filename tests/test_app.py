@@ -356,6 +356,13 @@ def test_validation_view_shows_the_fits_held_out_error():
     # the error the committed fit recorded for its leave-one-context-out, not a refit on each visit
     assert metric(at, "decode: held-out median |error|") == f"{raw['fit']['decode']['heldout_median_abs_err']:.1%}"
     assert any(f"data/calibration/{name}.yaml" in c.value for c in at.caption)
+    from validation import records
+    frame = records.load_frame([shown])
+    measured = frame[frame["status"] == "ok"]
+    variants = {f"{m}, K={k}" for m, k in zip(measured["model"], measured["n_kv_heads"])}
+    assert set(at.radio(key="val_variant").options) == variants  # one model's curves at a time, not a blend
+    at.radio(key="val_variant").set_value(sorted(variants)[-1]).run()
+    clean(at)
 
 
 def test_the_committed_fit_scores_its_own_file_exactly_as_it_recorded():
