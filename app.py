@@ -2,14 +2,17 @@
 
 Run `streamlit run app.py`. A thin view: sidebar helpers return plain values, the view makes one
 `analyze` call and each page shows library outputs (`Analysis.op_table`, `sweep`, `derivations`,
-`crossovers`, `speculation`, the validation fit) through `roofline.views.plots` figures and tables; units
-convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations, the validation fit and rendered
-figures keyed by their inputs (rendering, not arithmetic, dominates a rerun). Bad input (an upload,
+`crossovers`, `speculation`, the committed validation fits) through `roofline.views.plots` figures and
+tables; units convert in `roofline.views.fmt`. Cached: loaders, symbolic derivations and rendered figures
+keyed by their inputs (rendering, not arithmetic, dominates a rerun); a validation fit runs only when asked
+for on the page (a committed fit scores its own file in a fraction of a second). Bad input (an upload,
 an impossible combination) is an `st.error` with the reason and the fix; the other views keep working.
+The model selector always names the model analysed: an uploaded config.json joins its list.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -67,10 +70,15 @@ def uploaded_model(content: bytes, filename: str) -> ModelConfig:
         raw = json.loads(content.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{filename}: not a JSON file ({err})") from None
+    except RecursionError:  # the parser recurses per nested [ or {: 200,000 of them exhaust the stack
+        raise ValueError(f"{filename}: nested too deeply to read (a config.json is one object of fields, "
+                         "nested a few levels at most)") from None
     try:
         return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
     except ValueError as err:
         raise ValueError(f"{filename}: {err}") from None
+    except RecursionError:
+        raise ValueError(f"{filename}: a field is nested too deeply to read") from None
     except (TypeError, KeyError, AttributeError, ArithmeticError) as err:  # a check the library lacks: still no traceback
         raise ValueError(f"{filename}: a field has an unexpected type or value ({type(err).__name__}: {err})") from None
 
@@ -122,14 +130,33 @@ def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precisio
     return rows
 
 
-@st.cache_data(max_entries=8, show_spinner="Fitting the roofline to the measurements…")
-def validation_result(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict, bool]:
-    """`validation.fit` on one measurements file (held out: leave one context out), or, where a committed
-    fit of the same device never saw the file, that fit's predictions (every point out of sample)."""
-    frame = validation_records.load_frame([path])
-    transfer = calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), Path(path).name)
-    result = validation_fit.score(frame, transfer) if transfer else validation_fit.fit(frame, Path(path).stem)
-    return result.points, result.summary, dataclasses.asdict(result.calibration), transfer is not None
+@st.cache_data(max_entries=16, show_spinner=False)
+def measurement_frame(path: str, stamp: tuple) -> pd.DataFrame:
+    """A measurements CSV; `stamp` (the file's time and size) drops the cache when it changes."""
+    return validation_records.load_frame([path])
+
+
+@st.cache_resource(show_spinner=False)
+def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Calibration]]:
+    """Measurements file name -> (calibration name, its file's fields, the fit as fractions of the measured
+    ceilings) for each committed calibration fitted on the file; `stamp` as in committed_calibration."""
+    out = {}
+    for name, raw in calibrations.committed_calibrations().items():
+        datasheet = bundled_hardware().get(raw.get("hardware"))  # None: fractions of the measured ceilings
+        try:
+            fitted = validation_fit.measured_fractions(raw, datasheet)
+        except (KeyError, TypeError, ArithmeticError):  # a hand-written calibration keeps no fit record
+            continue
+        for source in (raw.get("fit") or {}).get("sources") or []:
+            out[Path(source).name] = (name, raw, fitted)
+    return out
+
+
+@st.cache_data(max_entries=8, show_spinner="Fitting the roofline to the measurements, leaving one context out…")
+def refit(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
+    """`validation.fit` on one file, asked for on the page: tens of seconds on a 2-core machine."""
+    result = validation_fit.fit(measurement_frame(path, stamp), Path(path).stem)
+    return result.points, result.summary, dataclasses.asdict(result.calibration)
 
 
 # ---- figures: `roofline.views.plots`, rendered once per input ----
@@ -165,21 +192,32 @@ def divisors(n: int) -> list[int]:
 
 
 def sidebar_model() -> ModelConfig:
-    """The bundled model picked, or an uploaded config.json (a bad upload: the error, and the bundled model)."""
-    models = bundled_models()
-    name = st.sidebar.selectbox("Model", models, index=models.index(DEFAULT_MODEL), key="model")
-    upload = st.sidebar.file_uploader("…or a Hugging Face config.json", type=["json"], key="upload",
-                                      help="Replaces the bundled model while it is uploaded.")
-    if upload is None:
-        return bundled_model(name)
-    try:
-        return uploaded_model(upload.getvalue(), upload.name)
-    except ValueError as err:
-        st.error(f"**The uploaded config cannot be used.** {err}\n\n**Fix:** upload a Hugging Face `config.json` "
+    """The model the selector shows, which is the one analysed: a bundled model, or an uploaded config.json,
+    listed first as "name (uploaded file)" and selected when it arrives. A bad upload: the error, and the
+    bundled model the selector shows."""
+    selector = st.sidebar.container()  # the selector above the uploader, though its options depend on the upload
+    upload = st.sidebar.file_uploader("Add a Hugging Face config.json to the models", type=["json"], key="upload",
+                                      help="It joins the model list and is selected; pick a bundled model to leave it.")
+    uploaded, problem = None, None
+    if upload is not None:
+        content = upload.getvalue()
+        try:
+            uploaded = uploaded_model(content, upload.name)
+        except ValueError as err:
+            problem = err
+    choices = ([f"{uploaded.name} (uploaded {upload.name})"] if uploaded else []) + bundled_models()
+    if uploaded and st.session_state.get("model_upload") != (upload.name, hashlib.sha1(content).hexdigest()):
+        st.session_state["model_upload"] = (upload.name, hashlib.sha1(content).hexdigest())
+        st.session_state["model"] = choices[0]  # a new upload: analysed, and shown as the model
+    if st.session_state.get("model") not in choices:  # first run, or the upload picked is gone
+        st.session_state["model"] = DEFAULT_MODEL
+    name = selector.selectbox("Model", choices, key="model")
+    if problem is not None:
+        st.error(f"**The uploaded config cannot be used.** {problem}\n\n**Fix:** upload a Hugging Face `config.json` "
                  f"(the one next to the weights) whose `model_type` is one of "
                  f"{', '.join(FAMILIES + STATE_FAMILIES)}, or remove the "
-                 f"upload. Showing the bundled **{name}** meanwhile.")
-        return bundled_model(name)
+                 f"upload. Showing the bundled **{name}** (the model selector's) meanwhile.")
+    return uploaded if uploaded and name == choices[0] else bundled_model(name)
 
 
 def sidebar_hardware() -> Hardware | None:
@@ -486,8 +524,9 @@ def page_roofline(analysis: Analysis, setup: Setup) -> None:
     ops = analysis.op_table(setup.batch, setup.prompt)
     title = f"{analysis.config.name} on {analysis.hardware.name}: B={setup.batch}, S={setup.prompt}"
     st.image(figure_png("roofline_chart", analysis.hardware, ops, title))
-    st.caption("Each op of the prefill (circles) and of one decode step (triangles) at its attained FLOP/s: "
-               "on the slanted roof it waits on memory, on a flat roof on compute (one roof per dtype the device has). "
+    st.caption("Each op of the prefill (hollow) and of one decode step (filled) at its attained FLOP/s; the marker is "
+               "the op's kind (legend), nested where ops coincide. On the slanted roof an op waits on memory, on a "
+               "flat roof on compute (one roof per dtype the device has). "
                "Ops without FLOPs (norms, activations, the embedding gather) have no intensity and are left out.")
 
 
@@ -496,7 +535,7 @@ def page_latency(analysis: Analysis, setup: Setup) -> None:
     batches = sorted({*CURVE_BATCHES.tolist(), setup.batch, wall, wall + 1} - {0})
     curve = same_setup(analysis, setup, batches).metrics
     label = f"{analysis.config.name} on {analysis.hardware.name}"
-    st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,),
+    st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,), devices={label: analysis.hardware.id},
                         title=f"TPOT vs tokens/s over batch, S={setup.prompt}+{setup.gen} (dashed: does not fit)"))
     st.caption(f"The memory wall: B = {wall} is the largest batch whose weights, KV cache and workspace fit "
                f"({fmt_bytes(analysis.hardware.memory_bytes)}).")
@@ -694,6 +733,54 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
                                "B − A": change.map(fmt_seconds)}), hide_index=True)
 
 
+def device_files(files: list[Path], hardware: Hardware | None) -> list[Path]:
+    """The files measured on the sidebar's device (their names start with the device's slug: cuda-h100-…)."""
+    family = hardware.id.split("-")[0] if hardware else None
+    return [p for p in files if family in p.stem.split("-")]
+
+
+@dataclasses.dataclass(frozen=True)
+class Scored:
+    """A measurements file's points beside a prediction, and what that prediction is."""
+    points: pd.DataFrame  # validation.fit's points: predicted_s, heldout_predicted_s, heldout_error, mbu, mfu
+    summary: dict  # per phase: the median and p90 of |error|; mbu_batch1
+    fitted: dict | None  # the calibration's fields (None: the ideal roofline)
+    source: str  # where the predictions come from, for the caption
+    error: str  # what the error metric is: "held-out" or "ideal roofline"
+    how: str  # how that error was measured
+
+
+def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored:
+    """Nothing fitted unless asked: a committed fit that never saw the file predicts it (every point held
+    out); one fitted on it shows its recorded leave-one-context-out error; otherwise the ideal roofline on the
+    measured ceilings, or, turned on, a fit here."""
+    device = str(frame["device_name"].iloc[0])
+    transfer = calibrations.transfer_calibration(device, path.name)
+    calibration_files = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(calibrations.CALIBRATION_DIR.glob("*.yaml")))
+    committed = committed_fits(calibration_files).get(path.name)
+    if transfer:
+        result = validation_fit.score(frame, transfer)
+        return Scored(result.points, result.summary, dataclasses.asdict(transfer), f"Predicted by `{transfer.name}`, "
+                      f"fitted on other measurements of {device} (nothing refitted)", "held-out",
+                      "every point predicted by a fit that never saw this file")
+    if committed:
+        name, raw, fitted = committed
+        result = validation_fit.score(frame, fitted)
+        recorded = {phase: raw["fit"][phase] for phase in ("decode", "prefill") if phase in raw["fit"]}
+        return Scored(result.points.assign(heldout_predicted_s=np.nan), {**result.summary, **recorded},
+                      dataclasses.asdict(fitted),
+                      f"The committed fit `{name}` (data/calibration/{name}.yaml), fitted on this file of {device}; "
+                      "the points are its in-sample predictions", "held-out",
+                      "leave-one-context-out, recorded in the calibration file when it was fitted")
+    if st.toggle("Fit this file here, leaving one context out (tens of seconds)", key=f"refit/{path.name}"):
+        points, summary, fitted = refit(str(path), stamp)
+        return Scored(points, summary, fitted, f"Fitted here on {device}", "held-out", "leave-one-context-out")
+    result = validation_fit.score(frame, IDEAL)
+    return Scored(result.points.assign(heldout_predicted_s=np.nan), result.summary, None,
+                  "No committed fit covers this file: the ideal roofline on the ceilings measured with each point of "
+                  f"{device} (turn on the fit above to fit one)", "ideal roofline", "nothing fitted")
+
+
 def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     fitted_from = {Path(name).name for raw in calibrations.committed_calibrations().values()
                    for name in (raw.get("fit") or {}).get("sources") or []}
@@ -702,53 +789,72 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
         st.info("No measurements yet: run `roofline validate` (see validation/README.md); its CSVs in "
                 "data/measurements/ show up here.")
         return
-    path = st.selectbox("measurements", files, format_func=lambda p: p.name, key="measurements")
+    device = setup.hardware.id if setup.hardware else "custom"
+    own = device_files(files, setup.hardware)
+    path = st.selectbox("measurements", files, index=files.index(own[0]) if own else 0, format_func=lambda p: p.name,
+                        key=f"measurements/{device}")  # one choice per sidebar device, opening on its own file
+    if not own:
+        st.caption(f"No measurements of {setup.hardware.name if setup.hardware else 'the custom device'} here: "
+                   "showing another device's.")
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size)
     try:
-        points, summary, fitted, transferred = validation_result(str(path), (path.stat().st_mtime_ns,
-                                                                             path.stat().st_size))
+        frame = measurement_frame(str(path), stamp)
+        scored = scored_measurements(path, frame, stamp)
     except ValueError as err:
         st.error(f"**{path.name} cannot be fitted.** {err}\n\n**Fix:** rerun `roofline validate` to complete the file.")
         return
+    points, summary, fitted = scored.points, scored.summary, scored.fitted
     phases = [phase for phase in ("decode", "prefill") if phase in summary]
     columns = st.columns(len(phases) + 1)
     for column, phase in zip(columns, phases):
         s = summary[phase]
-        how = ("every point predicted by a fit that never saw this file" if transferred
-               else f"leave-one-context-out over {s['n_heldout']} of {s['n_points']} points")
-        column.metric(f"{phase}: held-out median |error|", f"{s['heldout_median_abs_err']:.1%}",
-                      help=f"{how}; p90 {s['heldout_p90_abs_err']:.1%}")
+        column.metric(f"{phase}: {scored.error} median |error|", f"{s['heldout_median_abs_err']:.1%}",
+                      help=f"{scored.how}, over {s['n_heldout']} of {s['n_points']} points; "
+                           f"p90 {s['heldout_p90_abs_err']:.1%}")
     columns[-1].metric("memory-bandwidth utilization, B = 1", f"{summary['mbu_batch1']:.0%}",
                        help="bytes the library counts over the measured read stream")
-    flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
-    source = (f"Predicted by `{fitted['name']}`, fitted on other measurements of {points['device_name'].iloc[0]} "
-              "(nothing refitted)" if transferred else f"Fitted on {points['device_name'].iloc[0]}")
-    st.caption(f"{source}: weights stream at {fitted['bandwidth_efficiency']:.0%} of the measured read "
-               f"stream and GEMMs reach {flops} of the measured FLOP/s; attention kernels "
-               f"{fitted['attention_bandwidth_efficiency']:.0%} and {fitted['attention_flops_efficiency']:.0%} of the "
-               "same roofs; "
-               f"overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
-               f"{fmt_seconds(fitted['layer_overhead_s'])} per layer. Predictions use the measured model and device, "
-               "not the sidebar's.")
+    if fitted is None:
+        st.caption(f"{scored.source}. Predictions use the measured model and device, not the sidebar's.")
+    else:
+        flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
+        st.caption(f"{scored.source}: weights stream at {fitted['bandwidth_efficiency']:.0%} of the measured read "
+                   f"stream and GEMMs reach {flops} of the measured FLOP/s; attention kernels "
+                   f"{fitted['attention_bandwidth_efficiency']:.0%} and {fitted['attention_flops_efficiency']:.0%} of "
+                   "the same roofs; "
+                   f"overhead {fmt_seconds(fitted['step_overhead_s'])} per step + "
+                   f"{fmt_seconds(fitted['layer_overhead_s'])} per layer. Predictions use the measured model and "
+                   "device, not the sidebar's.")
+    predicted = "ideal roofline" if fitted is None else "prediction"
     shown = points.assign(measured_s=points["time_s"], label=points["phase"],
                           predicted_s=points["heldout_predicted_s"].fillna(points["predicted_s"]))
     st.image(figure_png("measured_vs_predicted", shown[["measured_s", "predicted_s", "label"]],
-                        title=f"{path.stem}: measured vs held-out prediction"))
-    phase = st.radio("fitted curve", phases, horizontal=True, key="val_phase")
-    rows = points[points["phase"] == phase]
-    st.image(figure_png("validation_curves", pd.DataFrame({
-        "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
-        "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]), "ideal_s": rows["predicted_ideal_s"]}),
-        title=f"{path.stem}, {phase}: measured vs held-out prediction over batch"))
-    st.dataframe(pd.DataFrame({
+                        title=f"{path.stem}: measured vs {predicted}"))
+    columns = st.columns(2)
+    phase = columns[0].radio("fitted curve", phases, horizontal=True, key="val_phase")
+    variant = points["model"].astype(str) + ", K=" + points["n_kv_heads"].astype(str)  # a file may hold several
+    shown_variant = columns[1].radio("model measured", sorted(variant.unique()), horizontal=True, key="val_variant")
+    rows = points[(points["phase"] == phase) & (variant == shown_variant)]  # one model's curves, not a blend
+    if rows.empty:
+        st.caption(f"No {phase} points of {shown_variant} in {path.name}.")
+    else:
+        st.image(figure_png("validation_curves", pd.DataFrame({
+            "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
+            "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]),
+            "ideal_s": rows["predicted_ideal_s"]}), title=f"{shown_variant}, {phase}: measured vs {predicted} over batch"))
+    table = pd.DataFrame({
         "model": points["model"], "KV heads": points["n_kv_heads"], "phase": points["phase"],
         "batch": points["batch"], "context": points["context"],
-        "measured": points["time_s"].map(fmt_seconds), "fitted": points["predicted_s"].map(fmt_seconds),
-        "held-out": points["heldout_predicted_s"].map(fmt_seconds),
-        "held-out error": points["heldout_error"].map(lambda v: f"{v:+.1%}"),
-        "MBU": points["mbu"].map(lambda v: f"{v:.0%}"), "MFU": points["mfu"].map(lambda v: f"{v:.0%}")}),
-        hide_index=True)
+        "measured": points["time_s"].map(fmt_seconds), "predicted": points["predicted_s"].map(fmt_seconds),
+        "error": points["insample_error"].map(lambda v: f"{v:+.1%}"),
+        "held-out": points["heldout_predicted_s"].map(lambda v: "" if pd.isna(v) else fmt_seconds(v)),
+        "held-out error": (points["heldout_predicted_s"] / points["time_s"] - 1).map(
+            lambda v: "" if pd.isna(v) else f"{v:+.1%}"),
+        "MBU": points["mbu"].map(lambda v: f"{v:.0%}"), "MFU": points["mfu"].map(lambda v: f"{v:.0%}")})
+    held_out = points["heldout_predicted_s"].notna().any()  # none made here for a committed fit's own file
+    st.dataframe(table if held_out else table.drop(columns=["held-out", "held-out error"]), hide_index=True)
     st.caption("MBU and MFU: the library's bytes and FLOPs of the step over the measured time, as fractions of the "
-               "copy bandwidth and GEMM FLOP/s measured with the point.")
+               "copy bandwidth and GEMM FLOP/s measured with the point."
+               + (" Held-out: the prediction of a fit that did not see the point." if held_out else ""))
 
 
 def page_plan(analysis: Analysis, setup: Setup) -> None:
@@ -756,14 +862,15 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
     import altair as alt
     from roofline.plan import Targets, Workload, load_prices, pareto, plan, verdict
     prices = load_prices()
-    columns = st.columns(6)
+    columns = st.columns(3)
     rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")
     ttft = columns[1].number_input("TTFT target (ms)", min_value=1.0, value=500.0, key="plan_ttft")
     tpot = columns[2].number_input("TPOT target (ms)", min_value=0.1, value=50.0, key="plan_tpot")
-    hardware = columns[3].multiselect("hardware (priced)", sorted(prices), default=sorted(prices), key="plan_hw")
-    engines = columns[4].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
+    hardware = st.multiselect("hardware (priced)", sorted(prices), default=sorted(prices), key="plan_hw")  # full width:
+    columns = st.columns([3, 1])  # chips of every device id fit without truncation
+    engines = columns[0].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
                                      default=["ideal"], key="plan_engines")
-    kv = columns[5].multiselect("KV formats", ["bf16", "fp8"], default=["bf16"], key="plan_kv")
+    kv = columns[1].multiselect("KV formats", ["bf16", "fp8"], default=["bf16"], key="plan_kv")
     held = st.radio("targets hold for", ["the mean (no queueing)", "p50", "p90", "p99"], horizontal=True,
                     key="plan_percentile", help="a percentile simulates the cheapest two per device (continuous batching)")
     if not hardware or not engines or not kv:
@@ -781,17 +888,26 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
         + f["kv"] + " " + f["engine"] + " x" + f["replicas"].astype(int).astype(str))
     st.caption(f"{setup.model.name}: {rate:g} requests/s of prompt {setup.prompt} and {setup.gen} output tokens "
                f"(the sidebar's workload); prices: data/prices.yaml. Each point is one deployment (hover for it); "
-               f"the line joins the Pareto frontier of cost against TPOT.")
+               f"the dashed line joins the Pareto frontier of cost against TPOT; the dotted rule is the TPOT target.")
     st.write(verdict(frame, targets, setup.model.name))
     if not kept.empty:
-        base = alt.Chart(kept).encode(x=alt.X("tpot_ms", title="TPOT (ms)"),
-                                      y=alt.Y("usd_per_million_tokens", title="$ per million output tokens"))
+        # Axes from 0 to past the largest point (and the TPOT target), so no point sits on an edge; colours: each
+        # device's in every figure (plots.device_color), whichever devices are picked.
+        x_top, y_top = max(tpot, kept["tpot_ms"].max()) * 1.08, kept["usd_per_million_tokens"].max() * 1.1
+        devices = sorted(prices)
+        base = alt.Chart(kept).encode(
+            x=alt.X("tpot_ms", title="TPOT (ms)", scale=alt.Scale(domain=[0, x_top], nice=False)),
+            y=alt.Y("usd_per_million_tokens", title="$ per million output tokens",
+                    scale=alt.Scale(domain=[0, y_top], nice=False)))
         points = base.mark_circle(size=70).encode(
-            color="hardware", tooltip=["configuration", "batch", "binding", "gpus", "usd_per_million_tokens",
-                                       "ttft_ms", "tpot_ms", "decode_bound"])
+            color=alt.Color("hardware", scale=alt.Scale(domain=devices, range=[plots.device_color(d) for d in devices])),
+            tooltip=["configuration", "batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms", "tpot_ms",
+                     "decode_bound"])
         front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
             x="tpot_ms", y="usd_per_million_tokens")
-        st.altair_chart(points + front, width="stretch")
+        target = alt.Chart(pd.DataFrame({"tpot_ms": [tpot]})).mark_rule(color="black", strokeDash=[2, 2]).encode(
+            x="tpot_ms", tooltip=[alt.Tooltip("tpot_ms", title="TPOT target (ms)")])
+        st.altair_chart(points + front + target, width="stretch")
         simulated = ["sim_ttft_s", "sim_tpot_s"] if targets.percentile else []
         st.dataframe(kept[["configuration", "batch", "binding", "replicas", "gpus", "usd_per_million_tokens",
                            "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", *simulated, "decode_bound", "pareto"]],

@@ -18,6 +18,7 @@ import roofline  # noqa: E402
 from roofline import load_model  # noqa: E402
 from roofline import calibration as calibrations  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
+from roofline.views import plots  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
 from roofline.symbols import S, T  # noqa: E402
@@ -26,6 +27,7 @@ from test_fuzz_inputs import broken_config  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
 PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime map", "Derivation", "Compare", "Validation")
+EVERY_PAGE = (*PAGES, "Plan")
 DEFAULT = dict(model="llama-2-13b", hardware="h100-sxm", batch=[1], prompt=1024, gen=128)
 
 
@@ -203,16 +205,21 @@ def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
      "field 'moe_layer_freq' must be a positive integer, got 0"),
     (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "first_k_dense_replace": "3"}).encode(),
      "field 'first_k_dense_replace' must be a non-negative integer, got '3'"),
+    # issue 21: 200,000 nested [ was a RecursionError traceback in the uploader
+    (b"[" * 200_000, "nested too deeply to read"),
+    (b'{"model_type": "llama", "hidden_size": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply to read"),
 ])
-def test_a_malformed_upload_shows_the_reason_and_the_fix_and_the_page_keeps_working(content, reason):
+def test_a_malformed_upload_is_one_error_naming_the_file_and_the_fix_on_every_page(content, reason):
     at = clean(start())
-    at.file_uploader(key="upload").set_value(("config.json", content, "application/json")).run()
-    clean(at)
-    errors = [e.value for e in at.error]
-    assert len(errors) == 1 and reason in errors[0] and "**Fix:**" in errors[0], errors
-    assert shown(at) == expected(analyze(**DEFAULT))  # the bundled model meanwhile
-    at.radio(key="page").set_value("Derivation").run()
-    clean(at)
+    at.file_uploader(key="upload").set_value(("my-config.json", content, "application/json")).run()
+    for page in EVERY_PAGE:
+        at.radio(key="page").set_value(page).run()
+        clean(at)
+        errors = [e.value for e in at.error]
+        assert len(errors) == 1 and "my-config.json" in errors[0] and reason in errors[0] \
+            and "**Fix:**" in errors[0], (page, errors)
+        assert at.selectbox(key="model").value == DEFAULT["model"] and f"**{DEFAULT['model']}**" in errors[0]
+    assert shown(at) == expected(analyze(**DEFAULT))  # the bundled model the selector shows, meanwhile
 
 
 def test_an_uploaded_config_is_analyzed_like_the_bundled_file():
@@ -222,6 +229,26 @@ def test_an_uploaded_config_is_analyzed_like_the_bundled_file():
     clean(at)
     assert not at.error, [e.value for e in at.error]
     assert shown(at) == expected(analyze("llama-3-8b", "h100-sxm", batch=[1], prompt=1024, gen=128))
+
+
+def test_the_model_selector_always_names_the_model_analysed():
+    """Issue 21: an upload silently replaced the picked model while the selector still showed the bundled one."""
+    at = start()
+    content = (MODELS_DIR / "mixtral-8x7b.json").read_bytes()
+    at.file_uploader(key="upload").set_value(("my-mixtral.json", content, "application/json")).run()
+    clean(at)
+    mixtral = expected(analyze("mixtral-8x7b", "h100-sxm", batch=[1], prompt=1024, gen=128))
+    assert at.selectbox(key="model").value == "my-mixtral (uploaded my-mixtral.json)" and shown(at) == mixtral
+    assert any("my-mixtral (" in c.value for c in at.caption)  # the headline names it too
+    at.selectbox(key="model").set_value("gpt2").run()  # a bundled model, the upload still there: gpt2 is analysed
+    clean(at)
+    assert at.selectbox(key="model").value == "gpt2"
+    assert shown(at) == expected(analyze("gpt2", "h100-sxm", batch=[1], prompt=1024, gen=128))
+    at.selectbox(key="model").set_value("my-mixtral (uploaded my-mixtral.json)").run()
+    assert shown(at) == mixtral
+    at.file_uploader(key="upload").set_value(None).run()  # the upload removed: back to a bundled model, shown
+    clean(at)
+    assert at.selectbox(key="model").value == DEFAULT["model"] and shown(at) == expected(analyze(**DEFAULT))
 
 
 def test_an_impossible_combination_shows_the_reason_and_other_views_keep_working():
@@ -319,17 +346,86 @@ def test_validation_view_shows_the_fits_held_out_error():
     files = sorted((ROOT / "data" / "measurements").glob("*.csv"))
     if not files:
         pytest.skip("no measurements in data/measurements (the no-measurements message is tested below)")
-    from validation import fit, records
-
     at = start()
     at.radio(key="page").set_value("Validation").run()
     clean(at)
-    shown = Path(at.selectbox(key="measurements").value)
-    fitted_from = {Path(n).name for raw in calibrations.committed_calibrations().values()
-                   for n in (raw.get("fit") or {}).get("sources") or []}
-    assert shown.name in fitted_from or not fitted_from  # a committed calibration's own data comes first
-    summary = fit.fit(records.load_frame([shown]), shown.stem).summary
-    assert metric(at, "decode: held-out median |error|") == f"{summary['decode']['heldout_median_abs_err']:.1%}"
+    shown = Path(at.selectbox(key="measurements/h100-sxm").value)
+    assert shown.name.startswith("cuda-h100-")  # the sidebar's device's measurements
+    [(name, raw)] = [(name, raw) for name, raw in calibrations.committed_calibrations().items()
+                     if shown.name in raw["fit"]["sources"]]  # and of those, a committed calibration's own data
+    # the error the committed fit recorded for its leave-one-context-out, not a refit on each visit
+    assert metric(at, "decode: held-out median |error|") == f"{raw['fit']['decode']['heldout_median_abs_err']:.1%}"
+    assert any(f"data/calibration/{name}.yaml" in c.value for c in at.caption)
+    from validation import records
+    frame = records.load_frame([shown])
+    measured = frame[frame["status"] == "ok"]
+    variants = {f"{m}, K={k}" for m, k in zip(measured["model"], measured["n_kv_heads"])}
+    assert set(at.radio(key="val_variant").options) == variants  # one model's curves at a time, not a blend
+    at.radio(key="val_variant").set_value(sorted(variants)[-1]).run()
+    clean(at)
+
+
+def test_the_committed_fit_scores_its_own_file_exactly_as_it_recorded():
+    """What the Validation page shows for a calibration's source: its fields turned back into the fit's own
+    fractions of the measured ceilings reproduce the in-sample error and MBU written when it was fitted."""
+    from roofline import load_hardware
+    from validation import fit, records
+    for name, raw in calibrations.committed_calibrations().items():
+        datasheet = None if raw["hardware"] == "measured" else load_hardware(raw["hardware"])
+        fitted = fit.measured_fractions(raw, datasheet)
+        frame = records.load_frame([ROOT / "data" / "measurements" / raw["fit"]["sources"][0]])
+        summary = fit.score(frame, fitted).summary
+        for phase in ("decode", "prefill"):
+            assert summary[phase]["insample_median_abs_err"] == pytest.approx(
+                raw["fit"][phase]["insample_median_abs_err"], rel=1e-9), (name, phase)
+        assert summary["mbu_batch1"] == pytest.approx(raw["fit"]["mbu_batch1"], rel=1e-12)
+        assert fitted.bandwidth_efficiency <= 1 and all(0 < e <= 1 for e in fitted.flops_efficiency.values())
+
+
+def test_validation_opens_on_the_sidebar_device_and_each_file_shows_within_two_seconds():
+    """Issue 21: 9 s on the first visit and 8.3 s a file switch (a leave-one-context-out refit each time)."""
+    files = sorted((ROOT / "data" / "measurements").glob("*.csv"))
+    if not files:
+        pytest.skip("no measurements in data/measurements")
+    at = start()
+    began = time.perf_counter()
+    at.radio(key="page").set_value("Validation").run()
+    first = time.perf_counter() - began
+    clean(at)
+    switches = []
+    for path in files:
+        began = time.perf_counter()
+        at.selectbox(key="measurements/h100-sxm").set_value(path).run()
+        switches.append(time.perf_counter() - began)
+        clean(at)
+        assert not at.error, (path.name, [e.value for e in at.error])
+    # The budget is 2 s: measured 0.2-0.5 s a file on the idle 2-core VM, 0.5-1.7 s at load average 8 (a refit
+    # was 6-10 s). The single runs get twice the budget so a busy CI machine does not flake; the median does not.
+    assert statistics.median(switches) < 2.0 and first < 4.0 and max(switches) < 4.0, (first, switches)
+    at.selectbox(key="hardware").set_value("cpu").run()
+    assert Path(at.selectbox(key="measurements/cpu").value).name.startswith("cpu-")
+    at.selectbox(key="hardware").set_value("mi300x").run()  # nothing measured on it: said, and another shown
+    assert any("No measurements of AMD Instinct MI300X" in c.value for c in at.caption)
+
+
+def test_a_file_no_committed_fit_covers_shows_the_ideal_roofline_and_fits_only_when_asked():
+    from validation import fit, records
+    covered = {s for raw in calibrations.committed_calibrations().values() for s in raw["fit"]["sources"]}
+    uncovered = [p for p in sorted((ROOT / "data" / "measurements").glob("*.csv")) if p.name not in covered
+                 and not calibrations.transfer_calibration(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
+    if not uncovered:
+        pytest.skip("every measurement file is covered by a committed fit")
+    path = min(uncovered, key=lambda p: p.stat().st_size)  # the quickest to fit
+    at = start()
+    at.radio(key="page").set_value("Validation").run()
+    at.selectbox(key="measurements/h100-sxm").set_value(path).run()
+    clean(at)
+    ideal = fit.score(records.load_frame([path]), roofline.calibration.IDEAL).summary
+    assert metric(at, "decode: ideal roofline median |error|") == f"{ideal['decode']['heldout_median_abs_err']:.1%}"
+    at.toggle(key=f"refit/{path.name}").set_value(True).run()
+    clean(at)
+    fitted = fit.fit(records.load_frame([path]), path.stem).summary
+    assert metric(at, "decode: held-out median |error|") == f"{fitted['decode']['heldout_median_abs_err']:.1%}"
 
 
 def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
@@ -340,7 +436,7 @@ def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
         pytest.skip("every committed measurement file was fitted on: no transfer test to show")
     at = start()
     at.radio(key="page").set_value("Validation").run()
-    at.selectbox(key="measurements").set_value(unseen[0]).run()
+    at.selectbox(key="measurements/h100-sxm").set_value(unseen[0]).run()
     clean(at)
     frame = records.load_frame([unseen[0]])
     expected = fit.score(frame, calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), unseen[0].name))
@@ -429,8 +525,16 @@ def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontie
     assert any(m.value.startswith("Cheapest:") for m in at.markdown)
     [chart] = at.get("vega_lite_chart")
     spec = json.loads(chart.proto.spec)
-    [points, front] = spec["layer"]
+    [points, front, target] = spec["layer"]
     assert points["encoding"]["color"]["field"] == "hardware"  # cost against TPOT, coloured by hardware
+    colors = points["encoding"]["color"]["scale"]
+    assert dict(zip(colors["domain"], colors["range"])) == {d: plots.device_color(d) for d in load_prices()}
+    # issue 21: the x axis ended at the TPOT target and the top point sat on the edge, cut in half
+    feasible = expected_frame[expected_frame["feasible"]]
+    x_domain, y_domain = points["encoding"]["x"]["scale"]["domain"], points["encoding"]["y"]["scale"]["domain"]
+    assert x_domain[1] > max(50.0, feasible["tpot_s"].max() * 1e3) and \
+        y_domain[1] > feasible["usd_per_million_tokens"].max()
+    assert target["mark"]["type"] == "rule"  # the TPOT target drawn, inside the axis
     assert {"configuration", "batch", "gpus"} <= {t["field"] for t in points["encoding"]["tooltip"]}
     assert front["mark"]["type"] == "line"
     assert any(r"\left\lfloor" in latex.value for latex in at.latex)  # the largest batch within TPOT, in letters

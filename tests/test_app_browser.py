@@ -2,8 +2,9 @@
 Chromium through selenium and chromedriver.
 
 Needs Debian's `chromium` and `chromium-driver` (`apt-get install -y chromium chromium-driver`) and selenium;
-without them the test is skipped, saying which is missing and how to install it. The screenshot is saved
-under pytest's tmp_path and copied to $ROOFLINE_ARTIFACTS when that is set (for CI to keep).
+without them the test is skipped, saying which is missing and how to install it. The screenshots (the default
+page, and every page in turn) are saved under pytest's tmp_path and copied to $ROOFLINE_ARTIFACTS when that is
+set (for CI to keep, and for a person to look at: a clipped label or a covered marker fails no assertion).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ CHROMIUM_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--window-size=1600,1300")
 START_TIMEOUT_S, PAGE_TIMEOUT_S = 60, 120
+PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime map", "Derivation", "Compare",
+         "Validation", "Plan")
 
 
 def require_browser() -> None:
@@ -92,12 +95,11 @@ def figure_loaded(driver) -> bool:
     return any(driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i) for i in images)
 
 
-def test_the_browser_shows_the_default_models_tpot(app_url, tmp_path):
+@pytest.fixture
+def browser(app_url, tmp_path):
+    """Headless Chromium on the app, closed after the test."""
     from selenium import webdriver
-    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -106,17 +108,106 @@ def test_the_browser_shows_the_default_models_tpot(app_url, tmp_path):
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     try:
         driver.get(app_url)
-        wait = WebDriverWait(driver, PAGE_TIMEOUT_S, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException,))
-        wait.until(lambda d: metric_value(d, "TPOT") is not None and figure_loaded(d))
-        screenshot = tmp_path / "app.png"
-        driver.save_screenshot(str(screenshot))
-        if os.environ.get("ROOFLINE_ARTIFACTS"):
-            artifacts = Path(os.environ["ROOFLINE_ARTIFACTS"])
-            artifacts.mkdir(parents=True, exist_ok=True)
-            shutil.copy(screenshot, artifacts / "app_screenshot.png")
-        expected = fmt_seconds(analyze("llama-2-13b", "h100-sxm", batch=[1], prompt=1024, gen=128).metrics["tpot_s"].iloc[0])
-        assert metric_value(driver, "TPOT") == expected
-        assert not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
-        assert screenshot.stat().st_size > 10_000  # a rendered page, not a blank one
+        yield driver
     finally:
         driver.quit()
+
+
+def waiting(driver):
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, PAGE_TIMEOUT_S, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException,))
+
+
+def idle(driver) -> bool:
+    """The script has finished its run: no 'Running…' status, and nothing drawn stale (faded) from the run before."""
+    from selenium.webdriver.common.by import By
+
+    running = driver.find_elements(By.CSS_SELECTOR,
+                                   '[data-testid="stStatusWidget"] img, [data-testid="stStatusWidgetRunningIcon"]')
+    stale = driver.execute_script('return [...document.querySelectorAll(\'[data-stale="true"]\')].length')
+    return not running and not stale
+
+
+def keep(screenshot: Path) -> None:
+    if os.environ.get("ROOFLINE_ARTIFACTS"):
+        artifacts = Path(os.environ["ROOFLINE_ARTIFACTS"])
+        artifacts.mkdir(parents=True, exist_ok=True)
+        shutil.copy(screenshot, artifacts / screenshot.name)
+
+
+def test_the_browser_shows_the_default_models_tpot(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    waiting(browser).until(lambda d: metric_value(d, "TPOT") is not None and figure_loaded(d))
+    screenshot = tmp_path / "app_screenshot.png"
+    browser.save_screenshot(str(screenshot))
+    keep(screenshot)
+    expected = fmt_seconds(analyze("llama-2-13b", "h100-sxm", batch=[1], prompt=1024, gen=128).metrics["tpot_s"].iloc[0])
+    assert metric_value(browser, "TPOT") == expected
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+    assert screenshot.stat().st_size > 10_000  # a rendered page, not a blank one
+
+
+def test_every_page_renders_in_the_browser_and_is_kept_as_a_screenshot(browser, tmp_path):
+    """Each page clicked as a person would, its whole length captured (the main pane scrolls, so the window
+    is made as tall as the page), no exception and no error on any."""
+    from selenium.webdriver.common.by import By
+
+    waiting(browser).until(lambda d: metric_value(d, "TPOT") is not None and figure_loaded(d))
+    for number, page in enumerate(PAGES):
+        option = browser.find_element(By.XPATH, f'//div[@data-testid="stRadio"]//label[.//p[text()="{page}"]]')
+        option.click()
+        picked = f'//label[.//p[text()="{page}"]]//input'
+        waiting(browser).until(lambda d, picked=picked: idle(d) and d.find_element(By.XPATH, picked).is_selected())
+        time.sleep(1.0)  # images and vega charts decode after the run ends
+        waiting(browser).until(idle)
+        height = browser.execute_script(
+            'const m = document.querySelector(\'[data-testid="stMain"]\') || document.body;'
+            'return Math.max(m.scrollHeight, document.body.scrollHeight)')
+        browser.set_window_size(1600, min(max(int(height) + 200, 1300), 6000))
+        time.sleep(0.5)
+        screenshot = tmp_path / f"page-{number}-{page.split()[0].split('–')[0].lower()}.png"
+        browser.save_screenshot(str(screenshot))
+        keep(screenshot)
+        browser.set_window_size(1600, 1300)
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]'), page
+        errors = [e.text for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentError"]')]
+        assert not errors, (page, errors)
+        assert screenshot.stat().st_size > 10_000, page
+
+
+def test_a_hybrid_models_memory_page_and_a_malformed_upload_in_the_browser(browser, tmp_path):
+    """The cache-against-context figure (a hybrid model's Memory page; its byte labels were clipped) and an
+    upload nested 200,000 deep (a RecursionError traceback once), each kept as a screenshot."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    waiting(browser).until(lambda d: metric_value(d, "TPOT") is not None and figure_loaded(d))
+    model = browser.find_element(By.XPATH, '//div[@data-testid="stSelectbox"][.//p[text()="Model"]]//input')
+    model.click()
+    model.send_keys("nemotron-nano-9b-v2", Keys.ENTER)
+    waiting(browser).until(lambda d: idle(d) and "nemotron-nano-9b-v2 (K=8)" in d.find_element(
+        By.CSS_SELECTOR, '[data-testid="stMain"]').text)  # the headline names the model analysed
+    browser.find_element(By.XPATH, '//div[@data-testid="stRadio"]//label[.//p[text()="Memory"]]').click()
+    waiting(browser).until(lambda d: idle(d) and len(d.find_elements(By.CSS_SELECTOR, '[data-testid="stImage"] img')) >= 2)
+    time.sleep(1.0)
+    browser.set_window_size(1600, 2600)
+    time.sleep(0.5)
+    screenshot = tmp_path / "page-memory-hybrid.png"
+    browser.save_screenshot(str(screenshot))
+    keep(screenshot)
+    browser.set_window_size(1600, 1300)
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+
+    nested = tmp_path / "nested-config.json"
+    nested.write_bytes(b"[" * 200_000)
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="stSidebar"] input[type="file"]').send_keys(str(nested))
+    waiting(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentError"]') and idle(d))
+    screenshot = tmp_path / "upload-nested.png"
+    browser.save_screenshot(str(screenshot))
+    keep(screenshot)
+    [error] = [e.text for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentError"]')]
+    assert "nested-config.json" in error and "nested too deeply" in error and "Fix:" in error
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')

@@ -207,3 +207,73 @@ def test_validation_curves_draw_measured_and_predicted_per_context_through_the_m
     with_ideal = plots.validation_curves(frame.assign(ideal_s=frame["predicted_s"] / 2))
     assert len(with_ideal.axes[0].lines) == 6 and "ideal roofline" in [t.get_text() for t in
                                                                         with_ideal.axes[0].get_legend().get_texts()]
+
+
+@pytest.mark.parametrize("model, batches", [("llama-2-13b", (1, 256)), ("deepseek-v2-lite", (1, 64)),
+                                            ("gpt-oss-20b", (1,))])
+def test_no_op_marker_covers_a_roof_label(model, batches):
+    """Issue 21: prefill ops near the highest intensity sat under the right-aligned roof labels."""
+    analysis = analyze(model, "h100-sxm", batch=list(batches), prompt=1024)
+    ops = pd.concat([analysis.op_table(b, 1024).assign(batch=b) for b in batches], ignore_index=True)
+    for fast in (False, True):
+        fig = plots.roofline_chart(analysis.hardware, ops)
+        plots.png_bytes(fig, fast=fast)
+        ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+        labels = [t.get_window_extent(renderer) for t in ax.texts]
+        assert len(labels) == len(plots._roofs(analysis.hardware))
+        for collection in (c for c in ax.collections if isinstance(c, PathCollection)):
+            radius = np.sqrt(collection.get_sizes().max()) / 2 * fig.dpi / 72  # points to pixels
+            for x, y in ax.transData.transform(collection.get_offsets()):
+                for box in labels:
+                    assert not (box.x0 - radius < x < box.x1 + radius and box.y0 - radius < y < box.y1 + radius), \
+                        (model, (x, y), box)
+
+
+def test_the_roofline_legend_draws_prefill_hollow_and_decode_filled_as_the_app_caption_says(lecture):
+    ops = lecture.op_table(1, 1024)
+    legend = {t.get_text(): h for t, h in zip(plots.roofline_chart(lecture.hardware, ops).axes[0].get_legend().get_texts(),
+                                              plots.roofline_chart(lecture.hardware, ops).axes[0].get_legend().legend_handles)}
+    assert legend["prefill"].get_facecolor()[:3] == (1.0, 1.0, 1.0)  # hollow
+    assert legend["decode"].get_facecolor()[:3] != (1.0, 1.0, 1.0)  # filled
+    from pathlib import Path
+    app = (Path(__file__).resolve().parents[1] / "app.py").read_text()
+    assert "prefill (hollow)" in app and "decode step (filled)" in app and "triangles" not in app
+
+
+def test_the_cache_against_context_keeps_its_byte_labels_inside_the_figure_under_either_layout():
+    """Issue 21: under the app's fast layout the y labels were cut to "00.00 MB"."""
+    from roofline import load_model
+    from roofline.constant_state import cache_against_context
+    frame = cache_against_context(load_model("nemotron-nano-9b-v2"), 2 ** np.arange(10, 21))
+    for fast in (False, True):
+        fig = plots.cache_against_context(frame)
+        plots.png_bytes(fig, fast=fast)
+        ax, renderer = fig.axes[0], fig.canvas.get_renderer()
+        labels = [t for t in ax.get_yticklabels() if t.get_text()]
+        assert labels and all(t.get_window_extent(renderer).x0 >= 0 for t in labels), [t.get_text() for t in labels]
+        drawn = ax.get_tightbbox(renderer)
+        assert fig.bbox.x0 <= drawn.x0 and drawn.x1 <= fig.bbox.x1
+
+
+def test_a_device_has_one_colour_in_every_figure_whatever_else_is_drawn(lecture):
+    h100, h200 = load_hardware("h100-sxm"), load_hardware("h200")
+    curves = {name: lecture.metrics for name in (h100.name, h200.name)}
+    alone = plots.latency_throughput({h200.name: lecture.metrics}).axes[0].lines[0].get_color()
+    both = {line.get_label(): line.get_color() for line in plots.latency_throughput(curves).axes[0].lines}
+    assert alone == both[h200.name] == plots.device_color("h200") == plots.device_color(h200.name)
+    assert both[h100.name] == plots.device_color("h100-sxm") != plots.device_color("h200")
+    labelled = plots.latency_throughput({"llama on H200": lecture.metrics}, devices={"llama on H200": "h200"})
+    assert labelled.axes[0].lines[0].get_color() == plots.device_color("h200")
+    from roofline import bundled_hardware
+    assert len({plots.device_color(d) for d in bundled_hardware()}) == len(bundled_hardware())  # all distinct
+
+
+def test_a_long_title_is_set_smaller_until_it_fits_the_figure(lecture):
+    """Issue 21's screenshots: the Memory page's title ran past the figure's right edge for a long model name."""
+    title = "nemotron-nano-9b-v2: memory at S=1024+128 tokens (B = 1, yours, the wall)"
+    for fast in (False, True):
+        fig = plots.memory_breakdown(lecture.metrics, {"H100": 80e9}, title=title)
+        plots.png_bytes(fig, fast=fast)
+        box = fig.axes[0].title.get_window_extent(fig.canvas.get_renderer())
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, (fast, box)
+        assert fig.axes[0].title.get_fontsize() >= 7

@@ -273,6 +273,26 @@ def calibration_document(result: FitResult, datasheet: Hardware | None, sources:
     return _plain(document)
 
 
+def measured_fractions(document: dict, datasheet: Hardware | None) -> Calibration:
+    """A committed calibration file back as the fit's own Calibration, fractions of the measured ceilings it was
+    fitted on (the inverse of calibration_document): it scores its own measurements without a refit.
+
+    datasheet: the Hardware the document's fractions are of (its `hardware` field); None for `measured`."""
+    achieved, measured = document["achieved"], document["measured_ceilings"]
+    read_bandwidth, measured_flops = measured["read_bandwidth_bytes_per_s"], measured["matmul_flops_per_s"]
+    reference_bandwidth = datasheet.memory_bandwidth if datasheet else read_bandwidth
+    attention_dtype = min(achieved["flops_per_s"], key=achieved["flops_per_s"].get)
+    reference_flops = datasheet.peak(attention_dtype) if datasheet else measured_flops[attention_dtype]
+    return Calibration(
+        str(document["name"]), achieved["bandwidth_bytes_per_s"] / read_bandwidth,
+        {d: f / measured_flops[d] for d, f in achieved["flops_per_s"].items()},
+        float(document["step_overhead_s"]), float(document["layer_overhead_s"]), float(document["corner"]),
+        attention_bandwidth_efficiency=document["attention_bandwidth_efficiency"] * reference_bandwidth / read_bandwidth,
+        attention_flops_efficiency=document["attention_flops_efficiency"] * reference_flops
+        / measured_flops[attention_dtype],
+        attention_corner=document.get("attention_corner"))
+
+
 def _plain(value):
     """numpy scalars and nested containers as plain Python, for YAML and JSON."""
     if isinstance(value, dict):

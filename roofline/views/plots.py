@@ -21,7 +21,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator
 
 from ..bounds import BOUNDS
 from .fmt import fmt_bytes, fmt_rate
-from ..hardware import Hardware
+from ..hardware import Hardware, bundled_hardware
 
 OUT_OF_MEMORY = "out-of-memory"
 REGIMES = BOUNDS + (OUT_OF_MEMORY,)
@@ -35,6 +35,26 @@ MEMORY_PARTS = (("weight_bytes", "weights", "#1f77b4"), ("kv_bytes", "KV cache",
                 ("workspace_bytes", "activations", "#2ca02c"))
 GB = 1e9
 FAST_AXES_BOX = (0.11, 0.12, 0.86, 0.8)  # left, bottom, width, height of the axes under fast layout
+WIDE_LABELS_BOX = (0.16, 0.12, 0.81, 0.8)  # the same for y tick labels as long as "100.00 MB"
+# One colour per device in every figure (and the app's Plan chart), so a device is recognised across views:
+# the bundled devices in their table's order; a device not in the table (custom numbers) is grey.
+DEVICE_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+                  "#17becf", "#393b79", "#637939", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354")
+UNKNOWN_DEVICE_COLOR = "#7f7f7f"
+ROOF_LABEL_ROOM = 30  # the x axis runs this far past the highest intensity: roof labels sit right of every op
+
+
+def device_colors() -> dict[str, str]:
+    """Each bundled device's colour, by id and by name (figures are labelled with either)."""
+    colors = {}
+    for (device_id, hardware), color in zip(bundled_hardware().items(), DEVICE_PALETTE * 4):
+        colors[device_id] = colors[hardware.name] = color
+    return colors
+
+
+def device_color(device: str) -> str:
+    """The colour of a device id or name in every figure."""
+    return device_colors().get(device, UNKNOWN_DEVICE_COLOR)
 
 
 def _figure(width: float = 7.0, height: float = 4.5, box: tuple | None = None):
@@ -53,6 +73,7 @@ def png_bytes(fig: Figure, dpi: int = 110, fast: bool = False) -> bytes:
     """
     if fast:
         fast_layout(fig)
+    fit_titles(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return buffer.getvalue()
@@ -74,6 +95,21 @@ def fast_layout(fig: Figure) -> Figure:
             if default_minor and max(low, high) > 10 * min(low, high):
                 axis.set_minor_locator(NullLocator())
     return fig
+
+
+def fit_titles(fig: Figure, smallest: float = 7.0) -> Figure:
+    """Each axes' title in a smaller font until it fits inside the figure (a long model name ran off its edge)."""
+    if fig.get_layout_engine() is not None:
+        fig.draw_without_rendering()  # place the axes first: the title is centred over them
+    renderer = fig.canvas.get_renderer()
+    for title in (ax.title for ax in fig.axes if ax.get_title()):
+        while title.get_fontsize() > smallest and _outside(title.get_window_extent(renderer), fig.bbox):
+            title.set_fontsize(title.get_fontsize() - 0.5)
+    return fig
+
+
+def _outside(box, frame) -> bool:
+    return box.x0 < frame.x0 or box.x1 > frame.x1
 
 
 def _power_of_ten(value: float, _=None) -> str:
@@ -117,13 +153,15 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
     fig, ax = _figure()
     points = ops[ops["flops"] > 0]
     lo = max(min(points["intensity"].min(), 1.0) / 4, 1e-2) if len(points) else 0.1
-    hi = max(points["intensity"].max() * 4, 4 * hardware.ridge_intensity) if len(points) else 1e4
+    # The roof labels end at the right edge and span about a decade: the axis runs ROOF_LABEL_ROOM past the
+    # highest op, so no marker sits under a label.
+    hi = max(points["intensity"].max() * ROOF_LABEL_ROOM, 4 * hardware.ridge_intensity) if len(points) else 1e4
     x = np.geomspace(lo, hi, 200)
     for i, (label, peak) in enumerate(_roofs(hardware)):
         y = np.minimum(peak, x * hardware.memory_bandwidth)
         ax.plot(x, y, color="black", lw=1.6 - 0.25 * min(i, 4), alpha=1.0 - 0.15 * min(i, 4))
         ax.annotate(f"{label} {fmt_rate(peak, 'FLOP/s')}", (hi, peak), xytext=(-4, 3), textcoords="offset points",
-                    ha="right", fontsize=8)
+                    ha="right", fontsize=8, zorder=10)
     batch = points["batch"] if "batch" in points else pd.Series("", index=points.index)
     colors = dict(zip(sorted(batch.unique()), ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b") * 4))
     color, decode, kinds = batch.map(colors), (points["phase"] == "decode").to_numpy(), points["term"].map(op_kind)
@@ -142,23 +180,26 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
                        label=kind) for kind, (marker, size) in OP_KINDS.items() if (kinds == kind).any()]
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)", ylabel="attained FLOP/s",
            title=title or f"Roofline: {hardware.name}")
+    if hardware.peak_flops:  # room above the highest roof for its label
+        ax.set_ylim(top=max(hardware.peak_flops.values()) * 3)
     ax.grid(True, which="major", alpha=0.3)
     if handles:
         ax.legend(handles=handles, fontsize=8, loc="lower right")
     return fig
 
 
-def latency_throughput(curves: dict[str, pd.DataFrame], marks=(), title: str = "") -> Figure:
+def latency_throughput(curves: dict[str, pd.DataFrame], marks=(), title: str = "", devices: dict | None = None) -> Figure:
     """TPOT against decode throughput as the batch grows, one curve per label.
 
     Each frame needs batch, tpot_s, tokens_per_s and fits (a `sweep` or `analyze` output). Past the
     memory wall (the last batch that fits, marked) the curve is dashed: those batches do not fit.
-    marks: batch sizes to label on every curve.
+    marks: batch sizes to label on every curve. devices: label -> device id, for the device's colour
+    (labels not in it are taken as device names or ids themselves).
     """
     fig, ax = _figure()
-    for i, (label, frame) in enumerate(curves.items()):
+    for label, frame in curves.items():
         frame = frame.sort_values("batch")
-        color = f"C{i}"
+        color = device_color((devices or {}).get(label, label))
         fits = frame[frame["fits"]]
         shown = label if len(fits) else f"{label}: does not fit at any batch"
         ax.plot(fits["tokens_per_s"], fits["tpot_s"] * 1e3, "-o", ms=3, color=color, label=shown)
@@ -172,7 +213,7 @@ def latency_throughput(curves: dict[str, pd.DataFrame], marks=(), title: str = "
             row = frame[frame["batch"] == batch]
             if len(row):
                 ax.annotate(f"B={batch}", (row["tokens_per_s"].iloc[0], row["tpot_s"].iloc[0] * 1e3),
-                            xytext=(4, -10), textcoords="offset points", fontsize=8, color=color)
+                            xytext=(4, 5), textcoords="offset points", fontsize=8, color=color)
     ax.set(xscale="log", yscale="log", xlabel="decode throughput (tokens/s)", ylabel="TPOT (ms)",
            title=title or "Latency vs throughput over batch size (dashed: does not fit in memory)")
     # Matplotlib labels every minor tick when the axis holds one decade boundary (2, 3, 4 x 10^k overlap):
@@ -200,7 +241,7 @@ def memory_breakdown(metrics: pd.DataFrame, capacity: dict[str, float], title: s
         values = metrics[column].to_numpy(dtype=float) / GB
         ax.bar(labels, values, bottom=bottom, color=color, label=name)
         bottom += values
-    for i, (name, value) in enumerate(capacity.items()):
+    for i, (name, value) in enumerate(capacity.items()):  # black: the bars' colours are weights, KV, activations
         ax.axhline(value / GB, color="black", ls=("-", "--", ":", "-.")[i % 4], lw=1.2,
                    label=f"{name}: {fmt_bytes(value)}")
     if napkin is not None:
@@ -213,6 +254,7 @@ def memory_breakdown(metrics: pd.DataFrame, capacity: dict[str, float], title: s
     for i, total in enumerate(bottom):
         ax.annotate(fmt_bytes(total * GB), (i, total), xytext=(0, 3), textcoords="offset points", ha="center",
                     fontsize=8)
+    ax.set_ylim(0, max([*bottom, *(v / GB for v in capacity.values())]) * 1.15)  # the totals' labels above the lines
     ax.set(xlabel="batch size", ylabel="memory (GB)", title=title or "Memory: weights, KV cache, activations")
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(True, axis="y", alpha=0.3)
@@ -222,7 +264,7 @@ def memory_breakdown(metrics: pd.DataFrame, capacity: dict[str, float], title: s
 def cache_against_context(frame: pd.DataFrame, title: str = "") -> Figure:
     """One sequence's cache against its context (constant_state.cache_against_context): the constant
     state (flat), the attention layers' KV, their sum, and the all-attention twin's KV (growing)."""
-    fig, ax = _figure()
+    fig, ax = _figure(box=WIDE_LABELS_BOX)  # fixed under either layout: the byte labels need the room
     x = frame["context"].to_numpy(dtype=float)
     for column, label, style in (("state_bytes", "constant state (SSM / linear attention)", ":"),
                                  ("kv_bytes", "KV of the attention layers", "--"),
@@ -373,7 +415,7 @@ def validation_curves(frame: pd.DataFrame, title: str = "") -> Figure:
     optionally ideal_s (the uncalibrated roofline, dotted). Repeated runs: a point each, the lines
     through the median per batch.
     """
-    fig, ax = _figure()
+    fig, ax = _figure(8.5, 4.5, box=(0.09, 0.12, 0.7, 0.8))  # the legend right of the axes, off the curves
     for i, (context, rows) in enumerate(frame.groupby("context", sort=True)):
         color, median = f"C{i % 10}", rows.groupby("batch", sort=True).median(numeric_only=True)
         ax.scatter(rows["batch"], rows["measured_s"] * 1e3, s=12, color=color, zorder=3)
@@ -387,5 +429,5 @@ def validation_curves(frame: pd.DataFrame, title: str = "") -> Figure:
     ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="step time (ms)",
            title=title or "Measured vs predicted over batch, per context")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(handles=handles, fontsize=8, loc="upper left", ncols=2)
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return fig
