@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import roofline  # noqa: E402
 from roofline import load_model  # noqa: E402
-from roofline import calibration as calibrations  # noqa: E402
+from roofline import engine as engines  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
@@ -171,13 +171,12 @@ def test_a_windowed_model_can_drop_or_resize_its_window():
     assert shown(at) == expected(analyze(config, "h100-sxm", batch=[1], prompt=8192, gen=128, window=1024))
 
 
-@pytest.mark.parametrize("choice", ["default", *sorted(p.stem for p in (ROOT / "data" / "calibration").glob("*.yaml"))])
-def test_calibration_on_gives_the_calibrated_library_numbers(choice):
-    from roofline import calibration
+@pytest.mark.parametrize("choice", sorted(engines.harness_profiles()))
+def test_a_harness_fit_picked_as_the_engine_gives_its_library_numbers(choice):
     at = start()
-    at.selectbox(key="calibration").set_value(choice).run()
+    at.selectbox(key="engine").set_value(choice).run()
     clean(at)
-    assert shown(at) == expected(analyze(**DEFAULT, calibration=calibration.load_calibration(choice)))
+    assert shown(at) == expected(analyze(**DEFAULT, engine=choice))
 
 
 def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
@@ -263,12 +262,12 @@ def test_compare_shows_b_as_the_library_computes_it():
 
 @pytest.mark.parametrize("calibrated", [False, True])
 def test_the_waterfall_terms_add_up_to_the_tpot_of_each_side(calibrated):
-    from roofline import Calibration
+    from roofline import Engine
 
     # A rounded corner too: op times are then not max(compute, memory), and no residual may absorb the gap.
-    calibration = Calibration("test", 0.8, {"bf16": 0.6}, 2e-5, 1e-6, corner=3.0) if calibrated else Calibration()
+    engine = Engine("test", 0.8, 0.6, step_overhead_s=2e-5, layer_overhead_s=1e-6, corner=3.0) if calibrated else Engine()
     for overrides in ({}, {"n_kv_heads": 8}):
-        analysis = analyze(**DEFAULT, calibration=calibration, **overrides)
+        analysis = analyze(**DEFAULT, engine=engine, **overrides)
         terms = analysis.decode_terms(1, 1024)
         assert terms.sum() == pytest.approx(analysis.metrics["tpot_s"].iloc[0], rel=1e-12)
         assert {"qkv_proj", "attention", "o_proj", "mlp.gate_up", "mlp.down", "head.lm_head"} <= set(terms.index)
@@ -325,9 +324,9 @@ def test_validation_view_shows_the_fits_held_out_error():
     at.radio(key="page").set_value("Validation").run()
     clean(at)
     shown = Path(at.selectbox(key="measurements").value)
-    fitted_from = {Path(n).name for raw in calibrations.committed_calibrations().values()
-                   for n in (raw.get("fit") or {}).get("sources") or []}
-    assert shown.name in fitted_from or not fitted_from  # a committed calibration's own data comes first
+    fitted_from = {Path(n).name for profile in engines.harness_profiles().values()
+                   for n in profile.harness_fit.get("sources") or []}
+    assert shown.name in fitted_from or not fitted_from  # a harness fit's own data comes first
     summary = fit.fit(records.load_frame([shown]), shown.stem).summary
     assert metric(at, "decode: held-out median |error|") == f"{summary['decode']['heldout_median_abs_err']:.1%}"
 
@@ -335,7 +334,7 @@ def test_validation_view_shows_the_fits_held_out_error():
 def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
     from validation import fit, records
     unseen = [p for p in sorted((ROOT / "data" / "measurements").glob("*.csv"))
-              if calibrations.transfer_calibration(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
+              if engines.transfer_profile(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
     if not unseen:
         pytest.skip("every committed measurement file was fitted on: no transfer test to show")
     at = start()
@@ -343,7 +342,7 @@ def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
     at.selectbox(key="measurements").set_value(unseen[0]).run()
     clean(at)
     frame = records.load_frame([unseen[0]])
-    expected = fit.score(frame, calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), unseen[0].name))
+    expected = fit.score(frame, engines.transfer_profile(str(frame["device_name"].iloc[0]), unseen[0].name))
     assert metric(at, "decode: held-out median |error|") == f"{expected.summary['decode']['heldout_median_abs_err']:.1%}"
     assert any("nothing refitted" in caption.value for caption in at.caption)
 
