@@ -22,14 +22,12 @@ import pandas as pd
 import streamlit as st
 import sympy as sp
 
-from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
+from roofline import (METRIC_DEFINITIONS, Analysis, Engine, Hardware, ModelConfig, Options, Precision, analyze,
                       bundled_hardware, bundled_models, derivations, load_model, sweep)
 import validation.fit as validation_fit
 import validation.records as validation_records
-from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
-from roofline.calibration import IDEAL
-from roofline.engine import ENGINES_DIR
+from roofline.engine import ENGINES_DIR, IDEAL, harness_profiles, read_engine_file, transfer_profile
 from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW
 from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
@@ -51,7 +49,6 @@ FIGURE_DPI = 115
 CUSTOM, SAME, FRACTION = "custom numbers", "same as A", "a fraction of the target's step"
 CACHE_CONTEXTS = 2 ** np.arange(10, 21)  # 1k .. 1M tokens
 OWN, ALL_WINDOWED, NO_WINDOW = "model's own", "every layer windowed", "none (every layer global)"
-OFF = "off (ideal bound)"
 SAME_AS_WEIGHTS = "as the weights"
 FIX_CONFIG = "**Fix:** change the sidebar setting the message names, or set it back to its default."
 
@@ -84,12 +81,6 @@ def uploaded_model(content: bytes, filename: str) -> ModelConfig:
 
 
 @st.cache_resource(show_spinner=False)
-def committed_calibration(name: str, stamp: tuple) -> Calibration:
-    """A calibration by name; `stamp` (the files' names and times) drops the cache when they change."""
-    return calibrations.load_calibration(name)
-
-
-@st.cache_resource(show_spinner=False)
 def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) -> dict:
     """The lecture's formulas and their limits, and this configuration's crossovers (sympy, once per input)."""
     out = {"matmul": derivations.matmul_intensity(), "mlp": derivations.mlp_intensity(),
@@ -105,7 +96,7 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
-                    options: Options, calibration: Calibration, tp: int, prefill_chunk: int | None) -> list:
+                    options: Options, engine: Engine, tp: int, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
     quantities = (
         ("Critical batch: weight matmuls turn compute-bound",
@@ -115,11 +106,11 @@ def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precisio
         ("Context where one sequence's KV read equals the weights",
          lambda: crossovers.kv_equals_weights_context(config, precision)),
         ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, calibration, tp, prefill_chunk)),
+         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, engine, tp, prefill_chunk)),
         ("Batch reaching 90% of the decode throughput asymptote",
-         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, calibration, tp)),
+         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, engine, tp)),
         ("Batch beyond which doubling it gains < 10% tokens/s",
-         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options, calibration, tp)),
+         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options, engine, tp)),
     )
     rows = []
     for title, solve in quantities:
@@ -137,18 +128,18 @@ def measurement_frame(path: str, stamp: tuple) -> pd.DataFrame:
 
 
 @st.cache_resource(show_spinner=False)
-def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Calibration]]:
-    """Measurements file name -> (calibration name, its file's fields, the fit as fractions of the measured
-    ceilings) for each committed calibration fitted on the file; `stamp` as in committed_calibration."""
+def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Engine]]:
+    """Measurements file name -> (profile name, its harness-fit record, the fit as fractions of the measured
+    ceilings) for each bundled harness profile fitted on the file; `stamp`: the profiles' files' times."""
     out = {}
-    for name, raw in calibrations.committed_calibrations().items():
-        datasheet = bundled_hardware().get(raw.get("hardware"))  # None: fractions of the measured ceilings
+    for name, engine in harness_profiles().items():
+        datasheet = bundled_hardware().get(engine.hardware)  # None: fractions of the measured ceilings
         try:
-            fitted = validation_fit.measured_fractions(raw, datasheet)
-        except (KeyError, TypeError, ArithmeticError):  # a hand-written calibration keeps no fit record
+            fitted = validation_fit.measured_fractions(engine, datasheet)
+        except (KeyError, TypeError, ArithmeticError):  # a profile whose record lacks the measured ceilings
             continue
-        for source in (raw.get("fit") or {}).get("sources") or []:
-            out[Path(source).name] = (name, raw, fitted)
+        for source in engine.harness_fit.get("sources") or []:
+            out[Path(source).name] = (name, engine.harness_fit, fitted)
     return out
 
 
@@ -156,7 +147,7 @@ def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Calibration]]:
 def refit(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
     """`validation.fit` on one file, asked for on the page: tens of seconds on a 2-core machine."""
     result = validation_fit.fit(measurement_frame(path, stamp), Path(path).stem)
-    return result.points, result.summary, dataclasses.asdict(result.calibration)
+    return result.points, result.summary, profile_fields(result.engine)
 
 
 # ---- figures: `roofline.views.plots`, rendered once per input ----
@@ -176,7 +167,6 @@ class Setup:
     hardware: Hardware | None  # None: the custom numbers are not a valid device
     precision: Precision
     options: Options
-    calibration: Calibration
     batch: int
     prompt: int
     gen: int
@@ -184,7 +174,7 @@ class Setup:
     parallel: dict  # tp and replicas, for `analyze`
     speculation: dict | None
     prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step: sizes the workspace (None: all)
-    engine: str = "ideal"  # a serving engine's profile (data/engines): its estimate beside the ideal bound
+    engine: str = "ideal"  # an engine profile (data/engines: a serving engine or a harness fit) beside the ideal bound
 
 
 def divisors(n: int) -> list[int]:
@@ -350,34 +340,17 @@ def sidebar_speculation() -> dict | None:
     return {"draft": draft, "gamma": gamma, "alpha": alpha}
 
 
-def sidebar_calibration(hardware: Hardware | None) -> Calibration:
-    """Calibration on (a committed fit, or 'default') or off (the ideal bound)."""
-    files = sorted(calibrations.CALIBRATION_DIR.glob("*.yaml"))
-    choice = st.sidebar.selectbox("Calibration", [OFF, "default", *(p.stem for p in files)], key="calibration")
-    if choice == OFF:
-        return IDEAL
-    stamp = tuple((p.name, p.stat().st_mtime_ns) for p in files)
-    try:
-        fitted = committed_calibration(choice, stamp)
-    except ValueError as err:
-        st.sidebar.error(f"{err}\n\n**Fix:** pick another calibration or turn it off.")
-        return IDEAL
-    if choice != "default":
-        target = calibrations.read_calibration_file(calibrations.CALIBRATION_DIR / f"{choice}.yaml").get("hardware")
-        if hardware is not None and target not in (None, hardware.id):
-            st.sidebar.warning(f"{choice} was fitted on `{target}`, not `{hardware.id}`: its efficiencies are applied "
-                               "to this device's datasheet roofs as they are.")
-    return fitted
-
-
-def sidebar_engine(calibration: Calibration) -> str:
-    """A serving engine's profile: achievable times, the ideal bound beside them. It sets its own roofs."""
-    names = [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))]
+def sidebar_engine(hardware: Hardware | None) -> str:
+    """The achievable roofs: an engine profile (a serving engine, or a harness fit), the ideal bound beside it."""
+    files = sorted(ENGINES_DIR.glob("*.yaml"))
+    names = [p.stem for p in files]
     choice = st.sidebar.selectbox("Engine", names, index=names.index("ideal"), key="engine",
                                   help="data/engines: efficiencies, launch, host and collective latencies, each with "
-                                       "its bound and what pins it")
-    if choice != "ideal" and calibration != IDEAL:
-        st.sidebar.info(f"The engine {choice} sets the achievable roofs itself: the calibration is not applied.")
+                                       "its bound and what pins it; harness*: this project's own fits")
+    target = (read_engine_file(ENGINES_DIR / f"{choice}.yaml") or {}).get("hardware")
+    if hardware is not None and target not in (None, "measured", hardware.id):
+        st.sidebar.warning(f"{choice} was fitted on `{target}`, not `{hardware.id}`: its efficiencies are applied "
+                           "to this device's datasheet roofs as they are.")
     return choice
 
 
@@ -403,11 +376,10 @@ def sidebar() -> Setup:
     overrides = sidebar_overrides(config)
     parallelism = sidebar_parallel()
     speculation = sidebar_speculation()
-    cal = sidebar_calibration(hardware)
-    engine = sidebar_engine(cal)
+    engine = sidebar_engine(hardware)
     options = sidebar_options(config)
-    return Setup(config, hardware, precision, options, IDEAL if engine != "ideal" else cal, batch, prompt, gen,
-                 overrides, parallelism, speculation, chunk, engine)
+    return Setup(config, hardware, precision, options, batch, prompt, gen, overrides, parallelism, speculation, chunk,
+                 engine)
 
 
 # ---- the one library call, and the headline ----
@@ -417,7 +389,7 @@ def run_analysis(setup: Setup) -> Analysis | None:
         return None
     try:
         return analyze(setup.model, setup.hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen,
-                       precision=setup.precision, options=setup.options, calibration=setup.calibration,
+                       precision=setup.precision, options=setup.options,
                        allow_beyond_window=True, prefill_chunk=setup.prefill_chunk,  # beyond: flagged in the headline
                        engine=setup.engine, **setup.parallel, **setup.overrides)
     except ValueError as err:
@@ -485,7 +457,7 @@ def headline(analysis: Analysis) -> None:
                   f"{fmt_bytes(m['weight_bytes_per_gpu'])} per GPU, " if m["tp"] > 1 else
                   f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, ") +
                f"KV {fmt_bytes(m['kv_bytes_per_token'])}/token; prefill {m['prefill_bound']}-bound; "
-               f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; calibration: {analysis.calibration.name}.")
+               f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; engine: {analysis.engine.name}.")
 
 
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
@@ -493,7 +465,7 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
     try:
         result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
-                                       options=analysis.options, calibration=analysis.calibration,
+                                       options=analysis.options, engine=analysis.engine,
                                        tp=analysis.deployment.tp, allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
@@ -516,7 +488,7 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
 def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
     """The analysis of the configuration shown, at other batch sizes."""
     return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
-                   precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
+                   precision=analysis.precision, options=analysis.options, engine=analysis.engine,
                    allow_beyond_window=True, prefill_chunk=analysis.prefill_chunk, **setup.parallel)
 
 
@@ -611,7 +583,7 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
     p = analysis.precision
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
                   weights=p.weights, kv=p.kv, activations=p.activations, experts=p.experts, options=analysis.options,
-                  calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk,
+                  engine=analysis.engine, prefill=False, prefill_chunk=analysis.prefill_chunk,
                   **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
     windowed = bool({WINDOW, CHUNKED} & set(analysis.config.layer_attention))  # KV reads that stop growing
@@ -656,9 +628,9 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
     st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
     st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
-    st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.serving.crossovers`):")
+    st.markdown("**Crossovers** of this configuration (its engine and tensor parallelism; `roofline.serving.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
-                                         setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp,
+                                         setup.gen, analysis.options, analysis.engine, analysis.deployment.tp,
                                          analysis.prefill_chunk):
         if isinstance(result, str):
             st.markdown(f"- {title}: not defined here ({result})")
@@ -704,14 +676,14 @@ def compare_table(a: dict, b: dict) -> pd.DataFrame:
 
 def page_compare(analysis: Analysis, setup: Setup) -> None:
     st.markdown("**A** is the sidebar's configuration; **B** is A with the changes picked here (e.g. KV heads 8 for "
-                "MHA → GQA-8, KV cache int8, hardware H200), at the same workload, parallelism and calibration.")
+                "MHA → GQA-8, KV cache int8, hardware H200), at the same workload, parallelism and engine.")
     base, hardware, precision, overrides = compare_controls(analysis)
     if (base, hardware, precision, overrides) == (analysis.config, analysis.hardware, analysis.precision, {}):
         st.info("B is still A: pick what B changes above.")
         return
     try:
         other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
-                        options=setup.options, calibration=analysis.calibration, allow_beyond_window=True,
+                        options=setup.options, engine=analysis.engine, allow_beyond_window=True,
                         prefill_chunk=analysis.prefill_chunk, **setup.parallel, **overrides)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
@@ -744,7 +716,7 @@ class Scored:
     """A measurements file's points beside a prediction, and what that prediction is."""
     points: pd.DataFrame  # validation.fit's points: predicted_s, heldout_predicted_s, heldout_error, mbu, mfu
     summary: dict  # per phase: the median and p90 of |error|; mbu_batch1
-    fitted: dict | None  # the calibration's fields (None: the ideal roofline)
+    fitted: dict | None  # the profile's parameters (None: the ideal roofline)
     source: str  # where the predictions come from, for the caption
     error: str  # what the error metric is: "held-out" or "ideal roofline"
     how: str  # how that error was measured
@@ -755,23 +727,23 @@ def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored
     out); one fitted on it shows its recorded leave-one-context-out error; otherwise the ideal roofline on the
     measured ceilings, or, turned on, a fit here."""
     device = str(frame["device_name"].iloc[0])
-    transfer = calibrations.transfer_calibration(device, path.name)
-    calibration_files = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(calibrations.CALIBRATION_DIR.glob("*.yaml")))
-    committed = committed_fits(calibration_files).get(path.name)
+    transfer = transfer_profile(device, path.name)
+    profile_files = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(ENGINES_DIR.glob("*.yaml")))
+    committed = committed_fits(profile_files).get(path.name)
     if transfer:
         result = validation_fit.score(frame, transfer)
-        return Scored(result.points, result.summary, dataclasses.asdict(transfer), f"Predicted by `{transfer.name}`, "
+        return Scored(result.points, result.summary, profile_fields(transfer), f"Predicted by `{transfer.name}`, "
                       f"fitted on other measurements of {device} (nothing refitted)", "held-out",
                       "every point predicted by a fit that never saw this file")
     if committed:
         name, raw, fitted = committed
         result = validation_fit.score(frame, fitted)
-        recorded = {phase: raw["fit"][phase] for phase in ("decode", "prefill") if phase in raw["fit"]}
+        recorded = {phase: raw[phase] for phase in ("decode", "prefill") if phase in raw}
         return Scored(result.points.assign(heldout_predicted_s=np.nan), {**result.summary, **recorded},
-                      dataclasses.asdict(fitted),
-                      f"The committed fit `{name}` (data/calibration/{name}.yaml), fitted on this file of {device}; "
+                      profile_fields(fitted),
+                      f"The committed fit `{name}` (data/engines/{name}.yaml), fitted on this file of {device}; "
                       "the points are its in-sample predictions", "held-out",
-                      "leave-one-context-out, recorded in the calibration file when it was fitted")
+                      "leave-one-context-out, recorded in the profile when it was fitted")
     if st.toggle("Fit this file here, leaving one context out (tens of seconds)", key=f"refit/{path.name}"):
         points, summary, fitted = refit(str(path), stamp)
         return Scored(points, summary, fitted, f"Fitted here on {device}", "held-out", "leave-one-context-out")
@@ -781,9 +753,14 @@ def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored
                   f"{device} (turn on the fit above to fit one)", "ideal roofline", "nothing fitted")
 
 
+def profile_fields(engine: Engine) -> dict:
+    """An engine profile's name and parameters, as the Validation page's caption reads them."""
+    return {"name": engine.name, **engine.parameters()}
+
+
 def page_validation(analysis: Analysis | None, setup: Setup) -> None:
-    fitted_from = {Path(name).name for raw in calibrations.committed_calibrations().values()
-                   for name in (raw.get("fit") or {}).get("sources") or []}
+    fitted_from = {Path(name).name for engine in harness_profiles().values()
+                   for name in engine.harness_fit.get("sources") or []}
     files = sorted(MEASUREMENTS_DIR.glob("*.csv"), key=lambda p: (p.name not in fitted_from, p.name))  # calibrated first
     if not files:
         st.info("No measurements yet: run `roofline validate` (see validation/README.md); its CSVs in "
@@ -816,7 +793,7 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
     if fitted is None:
         st.caption(f"{scored.source}. Predictions use the measured model and device, not the sidebar's.")
     else:
-        flops = ", ".join(f"{d} {e:.0%}" for d, e in fitted["flops_efficiency"].items())
+        flops = f"{fitted['flops_efficiency']:.0%}"
         st.caption(f"{scored.source}: weights stream at {fitted['bandwidth_efficiency']:.0%} of the measured read "
                    f"stream and GEMMs reach {flops} of the measured FLOP/s; attention kernels "
                    f"{fitted['attention_bandwidth_efficiency']:.0%} and {fitted['attention_flops_efficiency']:.0%} of "

@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 
 from .bounds import BOUNDS, COMMUNICATION, to_shape
-from .calibration import IDEAL, Calibration
 from .compiled import COMPONENTS
 from .config import ModelConfig, check_context, load_model
 from .cost import BYTE_CATEGORIES
@@ -77,7 +76,7 @@ class Analysis:
     hardware = property(lambda self: self.deployment.hardware)
     precision = property(lambda self: self.deployment.precision)
     options = property(lambda self: self.deployment.options)
-    calibration = property(lambda self: self.deployment.calibration)
+    engine = property(lambda self: self.deployment.engine)
     compiled = property(lambda self: self.deployment.compiled)
 
     def records(self) -> list[dict]:
@@ -113,7 +112,7 @@ class Analysis:
 
     def decode_terms(self, batch: int, prompt: int) -> pd.Series:
         """Seconds of one decode step per term (op name without its layer group; collectives and the
-        calibration's fixed overheads are terms of their own): the terms add up to the TPOT."""
+        engine's fixed overheads are terms of their own): the terms add up to the TPOT."""
         ops = self.op_table(batch, prompt)
         decode = ops[ops["phase"] == DECODE]
         return decode.groupby("term", sort=False)["time_s"].sum()
@@ -125,7 +124,7 @@ class Analysis:
 
 def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware = "h100-sxm", batch=(1,),
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
-            calibration: Calibration = IDEAL, tp: int = 1, replicas: int = 1, engine: str | Engine | None = None,
+            tp: int = 1, replicas: int = 1, engine: str | Engine | None = None,
             allow_beyond_window: bool = False, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
             **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
@@ -144,7 +143,7 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     gen = _check_positive("gen", gen)
     check_context(config, prompt + gen, allow=allow_beyond_window)
     engine = load_engine(engine)
-    deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas, engine=engine)
+    deployment = Deployment(config, hw, precision, options, engine, tp=tp, replicas=replicas)
     if not deployment.compiled.params < MAX_PARAMS:
         raise ValueError(f"model {config.name!r}: {float(deployment.compiled.params):.3g} parameters; fix: check "
                          "hidden_size, intermediate_size, vocab_size and the expert counts (sizes this large are typos)")
@@ -220,7 +219,7 @@ def _frame(values: dict, integers: bool) -> pd.DataFrame:
 
 def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), context=(1024,), gen=(128,),
           weights=("bf16",), kv=("bf16",), activations=("bf16",), options: Options | None = None,
-          calibration: Calibration = IDEAL, e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
+          e2e: bool = True, prefill: bool = True, tp: int = 1, replicas: int = 1,
           engine: str | Engine | None = None, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
           experts: str | None = None, **overrides) -> pd.DataFrame:
     """Every batch with every context (and every gen length and precision given): one row per point.
@@ -238,8 +237,7 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a), experts=experts)
-        deployment = Deployment(config, hw, precision, options, calibration, tp=tp, replicas=replicas,
-                                engine=load_engine(engine))
+        deployment = Deployment(config, hw, precision, options, load_engine(engine), tp=tp, replicas=replicas)
         # one GPU's sweep stays free of the parallel columns (and fast)
         values = with_ideal(deployment, evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill,
                                                  prefill_chunk=prefill_chunk),

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .calibration import IDEAL, Calibration
 from .compiled import CompiledPhase
+from .engine import IDEAL, Engine
 from .hardware import Hardware
 from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, STATE_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
@@ -37,30 +37,35 @@ class Roofs:
     expert_matmul_flops: float | None = None  # FLOP/s; None: weight_matmul_flops
     expert_bandwidth: float | None = None  # bytes/s; None: `bandwidth`
     # Constant-state scans (ops.STATE_MATMUL) run at attention's roofs, but an engine's GQA re-reads
-    # (Calibration.attention_kv_reads) slow only softmax attention: None, attention's bandwidth.
+    # (Engine.gqa_rereads) slow only softmax attention: None, attention's bandwidth.
     state_bandwidth: float | None = None
 
     @classmethod
-    def of(cls, hw: Hardware, precision: Precision, calibration: Calibration = IDEAL, n_layers: int = 0,
+    def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, n_layers: int = 0, group: int = 1,
            bandwidth: float | None = None, peak_flops: dict | None = None) -> Roofs:
-        """bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays)."""
+        """The roofs `engine` reaches on `hw` for these formats; `group` query heads share a K/V head.
+
+        bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays).
+        GQA re-reads (Engine.gqa_rereads) are priced as softmax attention streaming the cache that many times
+        slower: the bytes a step needs stay the model's, the engine's kernels move more of them.
+        """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
-        attention = calibration.attention_bandwidth_efficiency / calibration.attention_kv_reads
 
         def peak(dtype):
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
+        weights = engine.weight_bandwidth_efficiency(precision.weights)
+        experts = weights if precision.experts is None else engine.weight_bandwidth_efficiency(precision.experts)
+        attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
-        experts = calibration.expert_bandwidth_efficiency
-        return cls(bandwidth * calibration.bandwidth_efficiency,
-                   peak(weight_dtype) * calibration.flops_efficiency.get(weight_dtype, 1.0),
-                   peak(precision.attention_matmul_dtype) * calibration.attention_flops_efficiency,
-                   calibration.step_overhead_s + calibration.layer_overhead_s * n_layers, calibration.corner,
-                   bandwidth * attention if attention != calibration.bandwidth_efficiency else None,
-                   calibration.attention_corner,
-                   peak(expert_dtype) * calibration.flops_efficiency.get(expert_dtype, 1.0)
-                   if expert_dtype != weight_dtype else None,
-                   bandwidth * experts if experts != calibration.bandwidth_efficiency else None,
-                   bandwidth * calibration.attention_bandwidth_efficiency if calibration.attention_kv_reads != 1 else None)
+        return cls(bandwidth * weights,
+                   peak(weight_dtype) * engine.flops_efficiency,
+                   peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
+                   engine.step_overhead_s + engine.layer_overhead_s * n_layers, engine.corner,
+                   bandwidth * attention if attention != weights else None,
+                   engine.attention_corner,
+                   peak(expert_dtype) * engine.flops_efficiency if expert_dtype != weight_dtype else None,
+                   bandwidth * experts if experts != weights else None,
+                   bandwidth * engine.attention_bandwidth_efficiency if engine.kv_reads(group) != 1 else None)
 
     def peaks(self, matmul_kinds: tuple) -> list:
         experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops

@@ -2,14 +2,14 @@
 
 `Deployment.step` prices one step of one replica as a table of ops: every model op one GPU runs
 (times its layer count), then the collectives (tensor-parallel all-reduces, pipeline hand-offs,
-expert all-to-alls) and the calibration's fixed overheads as ops of their own. The step's time is the
+expert all-to-alls) and the engine's fixed overheads as ops of their own. The step's time is the
 sum of the table; its binding resource is what the largest share waits on (the collectives when they
 take longer than any other wait). Every estimate asks a Deployment; none builds roofs or shards itself.
 
-An engine profile (roofline/engine.py: the efficiencies its kernels reach, its launch and host latencies,
-its quantized GEMVs, its all-reduce latency) is a field beside `calibration`: its roofs come through
-`roofs`, its fixed costs are overhead rows beside the collectives, its all-reduce latency prices the
-collectives, and its per-request cost is in TTFT (roofline.evaluate).
+The achievable roofs are one field, `engine` (roofline/engine.py: the efficiencies its kernels reach, its
+launch and host latencies, its quantized GEMVs, its all-reduce latency; a harness fit is one too): its roofs
+come through `roofs`, its fixed costs are overhead rows beside the collectives, its all-reduce latency
+prices the collectives, and its per-request cost is in TTFT (roofline.evaluate).
 """
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ from functools import cached_property
 import numpy as np
 
 from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
-from .calibration import IDEAL, Calibration
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
 from .config import MOE, ModelConfig
-from .engine import IDEAL as IDEAL_ENGINE
-from .engine import Engine
+from .engine import IDEAL, Engine
 from .hardware import Hardware
 from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
 from .precision import Precision
@@ -45,7 +43,7 @@ class Step:
     components: object  # per model op (flops, weights, act_read, act_write, kv_read, kv_write): a list, or one array
     compute_s: list  # per row (0 for collectives and overheads)
     memory_s: list  # per row (0 for collectives and overheads)
-    time_s: list  # per row: compute and memory at the calibrated corner, or the collective's time
+    time_s: list  # per row: compute and memory at the engine's corner, or the collective's time
     total_s: np.ndarray  # the step: sum of time_s
     no_overlap_s: np.ndarray  # each model op compute + memory, plus the same collectives and overheads
     bound: np.ndarray  # index into bounds.BOUNDS
@@ -62,33 +60,28 @@ class Ceilings:
 
 @dataclass(frozen=True)
 class Deployment:
-    """What runs where: the model, the device, the dtypes, modelling options, calibration and the split."""
+    """What runs where: the model, the device, the dtypes, modelling options, the engine and the split."""
     config: ModelConfig
     hardware: Hardware
     precision: Precision = Precision()
     options: Options = Options()
-    calibration: Calibration = IDEAL
+    # What the stack reaches: its roofs, its latencies as step rows (a harness fit or a serving engine).
+    engine: Engine = IDEAL
     tp: int = 1  # tensor-parallel degree
     pp: int = 1  # pipeline stages
     ep: int = 1  # expert-parallel GPUs (data-parallel attention, routed experts split)
     replicas: int = 1  # model copies; a batch is per replica
     # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
     ceilings: Ceilings | None = None
-    # What a serving engine reaches: its roofs replace the calibration's, its latencies are step rows.
-    engine: Engine = IDEAL_ENGINE
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
                                 ("precision", Precision, "Precision(weights=..., kv=...)"),
                                 ("options", Options, "Options(...)"),
-                                ("calibration", Calibration, "load_calibration(name)"),
                                 ("engine", Engine, "load_engine(name)")):
             if not isinstance(getattr(self, name), kind):
                 raise ValueError(f"{name}: expected a {kind.__name__}, got {type(getattr(self, name)).__name__}; "
                                  f"build one with {fix}")
-        if not self.engine.is_ideal and self.calibration != IDEAL:
-            raise ValueError(f"engine {self.engine.name!r} and calibration {self.calibration.name!r}: both set the "
-                             "achievable roofs; give one (an engine profile is a calibration with fixed costs)")
         for name in ("tp", "pp", "ep", "replicas"):
             whole(name, getattr(self, name))
         if self.precision.experts is not None and MOE not in self.config.layer_mlp:
@@ -130,22 +123,14 @@ class Deployment:
         return compile_model(self.local, self.options)
 
     @cached_property
-    def achievable(self) -> Calibration:
-        """The roofs and fixed costs steps are priced at: the engine's for these weight (and expert) formats, or
-        the calibration."""
-        if self.engine.is_ideal:
-            return self.calibration
-        group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
-        return self.engine.calibration(self.precision.weights, group, self.precision.experts)
-
-    @cached_property
     def roofs(self) -> Roofs:
-        """Achieved roofs; every pipeline stage pays the per-step overhead on its own GPU."""
-        cal = self.achievable
+        """The engine's roofs for these formats; every pipeline stage pays the per-step overhead on its own GPU."""
+        group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
         measured = self.ceilings
-        roofs = Roofs.of(self.hardware, self.precision, cal, self.config.n_layers,
+        roofs = Roofs.of(self.hardware, self.precision, self.engine, self.config.n_layers, group,
                          None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
-        return roofs if self.pp == 1 else replace(roofs, overhead_s=roofs.overhead_s + (self.pp - 1) * cal.step_overhead_s)
+        host = (self.pp - 1) * self.engine.step_overhead_s
+        return roofs if self.pp == 1 else replace(roofs, overhead_s=roofs.overhead_s + host)
 
     @property
     def link_latency_assumed(self) -> bool:
@@ -229,8 +214,8 @@ class Deployment:
         return out
 
     def _overhead_rows(self) -> list[tuple[OpName, int, float]]:
-        """The calibration's fixed times, rows of their own only when it has them (already in the roofs)."""
-        cal, rows = self.achievable, []
+        """The engine's fixed times, rows of their own only when it has them (already in the roofs)."""
+        cal, rows = self.engine, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
         if cal.layer_overhead_s:

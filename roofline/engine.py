@@ -1,23 +1,27 @@
-"""Engine profiles: what a serving engine reaches on a device, as named physical parameters.
+"""Engine profiles: the roofs a stack actually reaches on a device, as named physical parameters.
 
+One concept for every achievable roof: a serving engine fitted to published rows (`roofline fit-engine`)
+and this project's own harness fitted to its measurements (`roofline fit`) both write one of these.
 An engine turns the ideal roofline into its own estimate through terms a reader can check:
 - the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach;
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
 - the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
   read a GQA group's shared K/V again (once per group, or once per query head);
+- how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
 - its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host) and per
   request (tokenizing, scheduling: paid once, in TTFT);
 - the latency of one of its all-reduces (tensor parallelism: two a layer).
 
-Each parameter has a unit, a physical bound and a note of the rows that pin it (`data/engines/*.yaml`).
+Each parameter has a unit, a physical range and a note of the rows that pin it (`data/engines/*.yaml`).
 
-On other devices. Efficiencies are fractions of the device's own datasheet roofs, so a profile fitted
-on A100 rows prices an H100 at the same fractions: the same kernels, recompiled, reach similar
-fractions of a newer part's roofs (the project's H100 harness streams at 0.69-0.81 of its datasheet,
-gpt-fast's A100 rows at 0.83). Latencies (launch, host, request, all-reduce) transfer as seconds. Both
-are assumptions, checked only where published rows exist: today the A100 alone.
-An engine prices through the one step pricer: it is a field of `Deployment`, which takes its roofs
-(`calibration`), its fixed costs and its all-reduce latency from it; nothing here computes a step.
+On other devices. Efficiencies are fractions of the device's own datasheet roofs (`hardware:` names the
+device a profile was fitted on; `measured`: of the ceilings the harness measured beside each point), so a
+profile fitted on A100 rows prices an H100 at the same fractions: the same kernels, recompiled, reach
+similar fractions of a newer part's roofs (the project's H100 harness streams at 0.69-0.81 of its
+datasheet, gpt-fast's A100 rows at 0.83). Latencies (launch, host, request, all-reduce) transfer as
+seconds. Both are assumptions, checked only where published rows exist: today the A100 alone.
+An engine prices through the one step pricer: it is the field of `Deployment` that sets the achievable
+roofs (bounds.Roofs.of), the fixed costs and the all-reduce latency; nothing here computes a step.
 """
 from __future__ import annotations
 
@@ -28,40 +32,48 @@ from pathlib import Path
 
 import yaml
 
-from .calibration import Calibration
-from .precision import BITS
-from .hardware import DATA_DIR
+from .hardware import DATA_DIR, bundled_hardware
 
 ENGINES_DIR = DATA_DIR / "engines"
+MEASURED = "measured"  # `hardware:` of a harness fit on a machine without a datasheet: its measured ceilings
 
-# name -> (unit, lower bound, upper bound, what it is)
+# name -> (unit, lower bound, upper bound, what it is). The latencies' upper bounds are what no working
+# stack comes near (a 10 ms launch per layer, a second of host work per step): a value there is a typo
+# or a fit standing in for a missing term, not a measurement.
 PARAMETERS = {
     "bandwidth_efficiency": ("fraction", 0.0, 1.0, "of the datasheet bandwidth its 16-bit weight GEMVs stream at"),
     "flops_efficiency": ("fraction", 0.0, 1.0, "of the datasheet peak its large GEMMs reach"),
     "attention_bandwidth_efficiency": ("fraction", 0.0, 1.0, "of the datasheet bandwidth decode attention reads at"),
     "attention_flops_efficiency": ("fraction", 0.0, 1.0, "of the datasheet peak prefill attention reaches"),
-    "layer_overhead_s": ("s", 0.0, math.inf, "per layer per step: kernels a layer x launch latency, not overlapped"),
-    "step_overhead_s": ("s", 0.0, math.inf, "per step: host work (sampling, scheduling, Python)"),
-    "request_overhead_s": ("s", 0.0, math.inf, "per request, once, in TTFT"),
-    "allreduce_latency_s": ("s", 0.0, math.inf, "one all-reduce's fixed latency (two a layer under tp)"),
-    # A kernel with one thread block per query head (TensorRT-LLM's masked MHA before XQA) reads a GQA
-    # group's K/V once per query head, unless L2 catches the repeats; flash-decoding and XQA read it once.
+    "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
+    "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
+    "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
+    "allreduce_latency_s": ("s", 0.0, 1e-2, "one all-reduce's fixed latency (two a layer under tp)"),
     # Near the ridge a kernel neither streams at the bandwidth roof nor computes at the FLOP/s roof:
     # an op takes (c^p + m^p)^(1/p) (p = 1: compute and memory never overlap; inf: the sharp roofline).
     "corner": ("p", 1.0, math.inf, "sharpness of the roofline corner: an op takes (compute^p + memory^p)^(1/p)"),
+    "attention_corner": ("p", 1.0, math.inf, "the attention kernels' own corner sharpness (absent: corner's)"),
+    # A kernel with one thread block per query head (TensorRT-LLM's masked MHA before XQA) reads a GQA
+    # group's K/V once per query head, unless L2 catches the repeats; flash-decoding and XQA read it once.
     "gqa_rereads": ("share", 0.0, 1.0, "of a GQA group's other query heads whose attention reads the group's K/V "
                     "again (0: once per group; 1: once per query head)"),
 }
-# Absent from a file: the hardware's link latency; the sharp roofline; no re-reads.
-OPTIONAL = ("allreduce_latency_s", "corner", "gqa_rereads")
+# Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
+# no re-reads.
+OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads")
+NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
+# What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
+DOCUMENT_KEYS = ("name", "framework", "hardware", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
+                 QUANTIZED)
+ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
 @dataclass(frozen=True)
 class Engine:
     name: str = "ideal"
     bandwidth_efficiency: float = 1.0
-    flops_efficiency: float = 1.0
+    flops_efficiency: float = 1.0  # every matmul dtype: the GEMMs it runs, whatever their format
     attention_bandwidth_efficiency: float = 1.0
     attention_flops_efficiency: float = 1.0
     layer_overhead_s: float = 0.0
@@ -69,6 +81,7 @@ class Engine:
     request_overhead_s: float = 0.0
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     corner: float = math.inf
+    attention_corner: float | None = None  # None: `corner`
     gqa_rereads: float = 0.0
     quantized_efficiency: dict = field(default_factory=dict)  # e.g. {"int4": 0.6}; missing formats: 1
     pinned_by: dict = field(default_factory=dict)  # parameter -> the rows or measurement that pin it
@@ -76,16 +89,12 @@ class Engine:
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
     priors: dict = field(default_factory=dict)  # fitted parameter -> its value before any row was seen
     prior_sources: dict = field(default_factory=dict)  # fitted parameter -> where its prior comes from
+    hardware: str = ""  # the device it was fitted on (a bundled id, or MEASURED); "": published rows' own
+    harness_fit: dict = field(default_factory=dict)  # a harness fit's record: sources, ceilings, held-out errors
 
     def __post_init__(self):
-        for name, (unit, low, high, what) in PARAMETERS.items():
-            value = getattr(self, name)
-            if value is None and name == "allreduce_latency_s":
-                continue
-            check(self.name, name, value, low, high, unit, what)
-        for fmt, value in self.quantized_efficiency.items():
-            check(self.name, f"{QUANTIZED}.{fmt}", value, 0.0, 1.0, "fraction",
-                  f"of bandwidth_efficiency a {fmt} GEMV streams at")
+        validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.quantized_efficiency,
+                 self.hardware)
 
     @property
     def is_ideal(self) -> bool:
@@ -96,32 +105,23 @@ class Engine:
         from .engine_fit import with_values  # the fit's own setter, which knows the quantized names
         return with_values(self, list(self.priors), list(self.priors.values()))
 
-    def calibration(self, weights: str, group: int = 1, experts: str | None = None) -> Calibration:
-        """The engine's roofs for one weight format, as the step pricer's Calibration (fractions of the datasheet).
+    def weight_bandwidth_efficiency(self, weights: str) -> float:
+        """The fraction of the bandwidth GEMVs over weights stored as `weights` stream at."""
+        return self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
 
-        experts: the routed experts' format (Precision.expert_format), whose GEMVs stream at its own
-        quantized_efficiency; None: the same as `weights`.
+    def kv_reads(self, group: int) -> float:
+        """Times softmax attention reads the K/V it needs, for `group` query heads a K/V head: 1 + r (group - 1)."""
+        return 1 + self.gqa_rereads * (group - 1)
 
-        group: query heads sharing one K/V head (N/K). Reading the cache 1 + r (group - 1) times over is
-        priced as softmax attention streaming the cache that many times slower (Calibration.attention_kv_reads):
-        the bytes a step needs stay the model's, the engine's kernels move more of them. Constant-state scans
-        keep the attention kernels' efficiency without the re-reads.
-        """
-        bandwidth = self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
-        experts_bandwidth = bandwidth if experts is None else (
-            self.bandwidth_efficiency * self.quantized_efficiency.get(experts, 1.0))
-        reads = 1 + self.gqa_rereads * (group - 1)
-        return Calibration(name=f"engine {self.name}", bandwidth_efficiency=bandwidth,
-                           expert_bandwidth_efficiency=experts_bandwidth,
-                           flops_efficiency={d: self.flops_efficiency for d in BITS},  # every matmul dtype
-                           step_overhead_s=self.step_overhead_s, layer_overhead_s=self.layer_overhead_s,
-                           corner=self.corner,
-                           attention_bandwidth_efficiency=self.attention_bandwidth_efficiency,
-                           attention_kv_reads=reads,
-                           attention_flops_efficiency=self.attention_flops_efficiency)
+    def parameters(self) -> dict:
+        """Its physical parameters alone: name -> value (quantized formats as quantized_efficiency.FORMAT)."""
+        return {**{n: getattr(self, n) for n in PARAMETERS},
+                **{f"{QUANTIZED}.{fmt}": v for fmt, v in self.quantized_efficiency.items()}}
 
     def as_document(self) -> dict:
         document = {"name": self.name, "framework": self.framework, "fit": list(self.fit)}
+        if self.hardware:
+            document["hardware"] = self.hardware
         if self.priors:
             document["priors"] = dict(self.priors)
         if self.prior_sources:
@@ -133,15 +133,31 @@ class Engine:
         document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, 1.0],
                                      "pinned_by": self.pinned_by.get(f"{QUANTIZED}.{fmt}", "")}
                                for fmt, v in self.quantized_efficiency.items()}
+        if self.harness_fit:
+            document["harness_fit"] = dict(self.harness_fit)
         return document
 
 
-def check(engine: str, name: str, value, low: float, high: float, unit: str, what: str) -> None:
+def validate(who: str, values: dict, quantized: dict, hardware: str) -> None:
+    """Every parameter a number in its physical range; `hardware` a device the project knows."""
+    for name, value in values.items():
+        if value is None and name in NONE_ALLOWED:
+            continue
+        check(who, name, value, *PARAMETERS[name])
+    for fmt, value in quantized.items():
+        check(who, f"{QUANTIZED}.{fmt}", value, "fraction", 0.0, 1.0, f"of bandwidth_efficiency a {fmt} GEMV streams at")
+    known = bundled_hardware()
+    if not isinstance(hardware, str) or hardware not in ("", MEASURED, *known):
+        raise ValueError(f"{who}: hardware {hardware!r} is not a bundled device; use one of {', '.join(known)}, "
+                         f"'{MEASURED}' (the harness's measured ceilings) or leave it out")
+
+
+def check(who: str, name: str, value, unit: str, low: float, high: float, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"engine {engine!r}: {name} must be a number ({unit}, {what}), got {value!r}")
+        raise ValueError(f"{who}: {name} must be a number ({unit}, {what}), got {value!r}")
     if not (low < value <= high if unit == "fraction" else low <= value <= high):
-        bound = {"fraction": f"in ({low:g}, {high:g}]", "share": f"in [{low:g}, {high:g}]"}.get(unit, f">= {low:g}")
-        raise ValueError(f"engine {engine!r}: {name} = {value!r} is out of its bounds: it must be {bound} ({what})")
+        bound = f"in ({low:g}, {high:g}]" if unit == "fraction" else f"in [{low:g}, {high:g}]"
+        raise ValueError(f"{who}: {name} = {value!r} is out of its physical range: it must be {bound} {unit} ({what})")
 
 
 IDEAL = Engine()
@@ -151,39 +167,68 @@ def known_engines() -> list[str]:
     return sorted(p.stem for p in ENGINES_DIR.glob("*.yaml"))
 
 
-def engine_from_document(raw, where: str) -> Engine:
+def _entry(raw, name: str, who: str) -> tuple:
+    """(value, pinned_by) of a parameter written as a number or as {value, pinned_by, ...}."""
     if not isinstance(raw, dict):
-        raise ValueError(f"engine {where}: expected a mapping of parameters, got {type(raw).__name__}")
+        return raw, None
+    unknown = sorted(set(raw) - set(ENTRY_KEYS))
+    if unknown:
+        raise ValueError(f"{who}: {name} has unknown keys {unknown}; an entry holds {', '.join(ENTRY_KEYS)}")
+    if "value" not in raw:
+        raise ValueError(f"{who}: {name} has no 'value'; write {name}: {{value: NUMBER, pinned_by: ...}}")
+    return raw["value"], raw.get("pinned_by")
+
+
+def _mapping(raw: dict, key: str, who: str, what: str) -> dict:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{who}: {key} must be a mapping of {what}, got {value!r}")
+    return value
+
+
+def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
+    """An Engine from a profile's YAML body; `who` names the file in every refusal."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{who}: expected a mapping of parameters, got {type(raw).__name__}")
+    unknown = sorted(str(k) for k in set(raw) - set(PARAMETERS) - set(DOCUMENT_KEYS))
+    if unknown:
+        raise ValueError(f"{who}: unknown keys {unknown}; a profile holds the parameters {', '.join(PARAMETERS)} "
+                         f"and {', '.join(DOCUMENT_KEYS)}")
     values, pinned = {}, {}
     for name in PARAMETERS:
         if name not in raw:
             if name in OPTIONAL:
                 continue
-            raise ValueError(f"engine {where}: parameter {name!r} is missing ({PARAMETERS[name][3]}); add it with "
-                             f"its value, bounds {PARAMETERS[name][1:3]} and what pins it")
-        entry = raw[name]
-        values[name] = entry.get("value") if isinstance(entry, dict) else entry
-        if isinstance(entry, dict) and entry.get("pinned_by"):
-            pinned[name] = entry["pinned_by"]
+            unit, low, high, what = PARAMETERS[name]
+            raise ValueError(f"{who}: parameter {name!r} is missing ({what}); add it with its value in "
+                             f"[{low:g}, {high:g}] {unit} and what pins it")
+        values[name], note = _entry(raw[name], name, who)
+        if note:
+            pinned[name] = note
     quantized = {}
-    for fmt, entry in (raw.get(QUANTIZED) or {}).items():
-        quantized[str(fmt)] = entry.get("value") if isinstance(entry, dict) else entry
-        if isinstance(entry, dict) and entry.get("pinned_by"):
-            pinned[f"{QUANTIZED}.{fmt}"] = entry["pinned_by"]
+    for fmt, entry in _mapping(raw, QUANTIZED, who, "weight format -> fraction").items():
+        quantized[str(fmt)], note = _entry(entry, f"{QUANTIZED}.{fmt}", who)
+        if note:
+            pinned[f"{QUANTIZED}.{fmt}"] = note
+    hardware = raw.get("hardware") or ""
+    validate(who, values, quantized, hardware)
     fit = raw.get("fit") or []
-    unknown = [n for n in fit if n not in PARAMETERS and not str(n).startswith(QUANTIZED + ".")]
-    if unknown:
-        raise ValueError(f"engine {where}: fit lists unknown parameters {unknown}; use {', '.join(PARAMETERS)} or "
-                         f"{QUANTIZED}.FORMAT")
-    priors = raw.get("priors") or {}
-    if not isinstance(priors, dict) or set(priors) - set(fit):
-        raise ValueError(f"engine {where}: priors must map fitted parameters (those in fit) to their values")
-    sources = raw.get("prior_sources") or {}
-    if not isinstance(sources, dict) or set(sources) - set(priors):
-        raise ValueError(f"engine {where}: prior_sources must map parameters in priors to where each prior comes from")
-    return Engine(name=str(raw.get("name") or where), quantized_efficiency=quantized, pinned_by=pinned,
+    if not isinstance(fit, list) or [n for n in fit if n not in PARAMETERS and not str(n).startswith(QUANTIZED + ".")]:
+        raise ValueError(f"{who}: fit must list parameters to fit, among {', '.join(PARAMETERS)} or "
+                         f"{QUANTIZED}.FORMAT; got {fit!r}")
+    priors = _mapping(raw, "priors", who, "fitted parameter -> value")
+    if set(priors) - set(fit):
+        raise ValueError(f"{who}: priors must map fitted parameters (those in fit) to their values; "
+                         f"{sorted(set(priors) - set(fit))} are not in fit")
+    sources = _mapping(raw, "prior_sources", who, "parameter -> where its prior comes from")
+    if set(sources) - set(priors):
+        raise ValueError(f"{who}: prior_sources must map parameters in priors to where each prior comes from")
+    return Engine(name=str(raw.get("name") or default_name), quantized_efficiency=quantized, pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
-                  prior_sources={str(k): str(v) for k, v in sources.items()}, **values)
+                  prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
+                  harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:
@@ -202,12 +247,32 @@ def _bundled(name: str) -> Engine:
     return _load_path(str(ENGINES_DIR / f"{name}.yaml"))
 
 
+def read_engine_file(path: Path) -> dict:
+    """A profile's YAML body, as written (the harness's record and the accuracy block included)."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"engine file {str(path)!r}: cannot read YAML ({err}); fix the file") from None
+
+
 def _load_path(text: str) -> Engine:
     path = Path(text) if text.endswith((".yaml", ".yml")) or Path(text).is_file() else ENGINES_DIR / f"{text}.yaml"
     if not path.is_file():
         raise ValueError(f"engine {text!r}: unknown; use one of {', '.join(known_engines())} or a YAML file path")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"engine file {str(path)!r}: cannot read YAML ({err})") from None
-    return engine_from_document(raw, str(path))
+    return engine_from_document(read_engine_file(path), f"engine file {str(path)!r}", path.stem)
+
+
+def harness_profiles() -> dict[str, Engine]:
+    """The bundled profiles a harness fit wrote (`roofline fit`): name -> Engine."""
+    return {name: engine for name in known_engines() if (engine := load_engine(name)).harness_fit}
+
+
+def transfer_profile(device_name: str, measurements_file: str) -> Engine | None:
+    """A bundled harness fit of the same device, as fractions of its measured ceilings, that did not see
+    this file: what predicts the file out of sample (None where there is none)."""
+    for engine in harness_profiles().values():
+        fit = engine.harness_fit
+        if (engine.hardware == MEASURED and fit.get("device_name") == device_name
+                and measurements_file not in (fit.get("sources") or [])):
+            return engine
+    return None

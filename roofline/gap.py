@@ -26,7 +26,8 @@ def decode_gap(deployment: Deployment, batch: int, prompt: int) -> pd.Series:
     engine = deployment.engine
     fixed_costs = dict(layer_overhead_s=0.0, step_overhead_s=0.0, allreduce_latency_s=None)
     stages = [("ideal", Engine()),
-              ("efficiency", replace(engine, quantized_efficiency={}, corner=Engine.corner, gqa_rereads=0.0,
+              ("efficiency", replace(engine, quantized_efficiency={}, corner=Engine.corner, attention_corner=None,
+                                     gqa_rereads=0.0,
                                      **fixed_costs)),
               ("corner", replace(engine, quantized_efficiency={}, gqa_rereads=0.0, **fixed_costs)),
               ("GQA re-reads", replace(engine, quantized_efficiency={}, **fixed_costs)),

@@ -29,6 +29,9 @@ FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batch
 GPUS = (("A100-SXM4-80GB", "a100-80gb"), ("A100 80GB", "a100-80gb"), ("A100", "a100-80gb"), ("H100", "h100-sxm"),
         ("H200", "h200"))
 UNSTATED_PROMPT = 300  # llama.cpp's rows do not state the prompt; data/published/README.md says to take 300
+# What a row may say, physically: (low, high) per column; outside it a figure is a typo or a unit slip.
+RANGES = {"num_gpus": (1, 1e5), "batch": (1, 1e6), "input_len": (1, 1e8), "output_len": (1, 1e8),
+          "decode_tokens_per_s": (0, 1e7), "output_throughput": (0, 1e7), "ttft": (0, 3600.0)}
 COLUMNS = ("source_url_or_repo_path", "framework", "model", "gpu", "num_gpus", "dtype_weights", "dtype_kv", "batch",
            "input_len", "output_len", "metric", "value", "unit")
 
@@ -60,12 +63,22 @@ def weight_format(text: str) -> tuple[str, int | None]:
     return words[0], group
 
 
-def _number(text: str, path: Path, line: int, column: str) -> float:
+def _number(text: str, path: Path, line: int, column: str, limits: str | None = None) -> float:
+    """The column's number, inside RANGES[limits] (whole numbers for counts): a bad one names its line."""
     try:
-        return float(str(text).strip().lstrip("~"))
+        value = float(str(text).strip().lstrip("~"))
     except ValueError:
         raise ValueError(f"published rows {str(path)!r}, line {line}: column {column!r} must be a number, "
                          f"got {text!r}") from None
+    if limits is not None:
+        low, high = RANGES[limits]
+        whole = limits in ("num_gpus", "batch", "input_len", "output_len")
+        if not (low < value <= high if low == 0 else low <= value <= high) or (whole and value != int(value)):
+            kind = "a whole number" if whole else "a number"
+            bound = f"in ({low:g}, {high:g}]" if low == 0 else f"in [{low:g}, {high:g}]"
+            raise ValueError(f"published rows {str(path)!r}, line {line}: column {column!r} = {text!r} must be "
+                             f"{kind} {bound}{' (' + limits + ')' if limits != column else ''}; fix the row")
+    return value
 
 
 def read_rows(path: Path = PUBLISHED) -> list[Row]:
@@ -102,15 +115,17 @@ def _row(raw: dict, path: Path, line: int) -> Row:
                               weight_group_size=group)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
-    prompt = UNSTATED_PROMPT if "unstated" in raw["input_len"] else int(_number(raw["input_len"], path, line, "input_len"))
-    value = _number(raw["value"], path, line, "value")
+    prompt = (UNSTATED_PROMPT if "unstated" in raw["input_len"] else
+              int(_number(raw["input_len"], path, line, "input_len", "input_len")))
     unit = raw["unit"].strip()
+    value = _number(raw["value"], path, line, "value")
     if metric == "ttft":
         value = value / 1e3 if unit == "ms" else value
+    _number(str(value), path, line, "value", metric)  # in SI: tokens/s, or seconds
     return Row(line, raw["source_url_or_repo_path"], raw["framework"], raw["model"].strip(), hardware,
-               int(_number(raw["num_gpus"], path, line, "num_gpus")), precision,
-               int(_number(raw["batch"], path, line, "batch")), prompt,
-               int(_number(raw["output_len"], path, line, "output_len")), metric, value)
+               int(_number(raw["num_gpus"], path, line, "num_gpus", "num_gpus")), precision,
+               int(_number(raw["batch"], path, line, "batch", "batch")), prompt,
+               int(_number(raw["output_len"], path, line, "output_len", "output_len")), metric, value)
 
 
 def predict(row: Row, engine: Engine) -> float:

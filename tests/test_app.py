@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import roofline  # noqa: E402
 from roofline import load_model  # noqa: E402
-from roofline import calibration as calibrations  # noqa: E402
+from roofline import engine as engines  # noqa: E402
 from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.views import plots  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
@@ -173,13 +173,12 @@ def test_a_windowed_model_can_drop_or_resize_its_window():
     assert shown(at) == expected(analyze(config, "h100-sxm", batch=[1], prompt=8192, gen=128, window=1024))
 
 
-@pytest.mark.parametrize("choice", ["default", *sorted(p.stem for p in (ROOT / "data" / "calibration").glob("*.yaml"))])
-def test_calibration_on_gives_the_calibrated_library_numbers(choice):
-    from roofline import calibration
+@pytest.mark.parametrize("choice", sorted(engines.harness_profiles()))
+def test_a_harness_fit_picked_as_the_engine_gives_its_library_numbers(choice):
     at = start()
-    at.selectbox(key="calibration").set_value(choice).run()
+    at.selectbox(key="engine").set_value(choice).run()
     clean(at)
-    assert shown(at) == expected(analyze(**DEFAULT, calibration=calibration.load_calibration(choice)))
+    assert shown(at) == expected(analyze(**DEFAULT, engine=choice))
 
 
 def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
@@ -290,12 +289,12 @@ def test_compare_shows_b_as_the_library_computes_it():
 
 @pytest.mark.parametrize("calibrated", [False, True])
 def test_the_waterfall_terms_add_up_to_the_tpot_of_each_side(calibrated):
-    from roofline import Calibration
+    from roofline import Engine
 
     # A rounded corner too: op times are then not max(compute, memory), and no residual may absorb the gap.
-    calibration = Calibration("test", 0.8, {"bf16": 0.6}, 2e-5, 1e-6, corner=3.0) if calibrated else Calibration()
+    engine = Engine("test", 0.8, 0.6, step_overhead_s=2e-5, layer_overhead_s=1e-6, corner=3.0) if calibrated else Engine()
     for overrides in ({}, {"n_kv_heads": 8}):
-        analysis = analyze(**DEFAULT, calibration=calibration, **overrides)
+        analysis = analyze(**DEFAULT, engine=engine, **overrides)
         terms = analysis.decode_terms(1, 1024)
         assert terms.sum() == pytest.approx(analysis.metrics["tpot_s"].iloc[0], rel=1e-12)
         assert {"qkv_proj", "attention", "o_proj", "mlp.gate_up", "mlp.down", "head.lm_head"} <= set(terms.index)
@@ -351,11 +350,11 @@ def test_validation_view_shows_the_fits_held_out_error():
     clean(at)
     shown = Path(at.selectbox(key="measurements/h100-sxm").value)
     assert shown.name.startswith("cuda-h100-")  # the sidebar's device's measurements
-    [(name, raw)] = [(name, raw) for name, raw in calibrations.committed_calibrations().items()
-                     if shown.name in raw["fit"]["sources"]]  # and of those, a committed calibration's own data
+    [(name, raw)] = [(name, profile.harness_fit) for name, profile in engines.harness_profiles().items()
+                     if shown.name in profile.harness_fit["sources"]]  # and of those, a harness fit's own data
     # the error the committed fit recorded for its leave-one-context-out, not a refit on each visit
-    assert metric(at, "decode: held-out median |error|") == f"{raw['fit']['decode']['heldout_median_abs_err']:.1%}"
-    assert any(f"data/calibration/{name}.yaml" in c.value for c in at.caption)
+    assert metric(at, "decode: held-out median |error|") == f"{raw['decode']['heldout_median_abs_err']:.1%}"
+    assert any(f"data/engines/{name}.yaml" in c.value for c in at.caption)
     from validation import records
     frame = records.load_frame([shown])
     measured = frame[frame["status"] == "ok"]
@@ -366,20 +365,21 @@ def test_validation_view_shows_the_fits_held_out_error():
 
 
 def test_the_committed_fit_scores_its_own_file_exactly_as_it_recorded():
-    """What the Validation page shows for a calibration's source: its fields turned back into the fit's own
-    fractions of the measured ceilings reproduce the in-sample error and MBU written when it was fitted."""
+    """What the Validation page shows for a harness profile's source: its parameters turned back into the fit's
+    own fractions of the measured ceilings reproduce the in-sample error and MBU written when it was fitted."""
     from roofline import load_hardware
     from validation import fit, records
-    for name, raw in calibrations.committed_calibrations().items():
-        datasheet = None if raw["hardware"] == "measured" else load_hardware(raw["hardware"])
-        fitted = fit.measured_fractions(raw, datasheet)
-        frame = records.load_frame([ROOT / "data" / "measurements" / raw["fit"]["sources"][0]])
+    for name, profile in engines.harness_profiles().items():
+        raw = profile.harness_fit
+        datasheet = None if profile.hardware == "measured" else load_hardware(profile.hardware)
+        fitted = fit.measured_fractions(profile, datasheet)
+        frame = records.load_frame([ROOT / "data" / "measurements" / raw["sources"][0]])
         summary = fit.score(frame, fitted).summary
         for phase in ("decode", "prefill"):
             assert summary[phase]["insample_median_abs_err"] == pytest.approx(
-                raw["fit"][phase]["insample_median_abs_err"], rel=1e-9), (name, phase)
-        assert summary["mbu_batch1"] == pytest.approx(raw["fit"]["mbu_batch1"], rel=1e-12)
-        assert fitted.bandwidth_efficiency <= 1 and all(0 < e <= 1 for e in fitted.flops_efficiency.values())
+                raw[phase]["insample_median_abs_err"], rel=1e-6), (name, phase)
+        assert summary["mbu_batch1"] == pytest.approx(raw["mbu_batch1"], rel=1e-9)
+        assert 0 < fitted.bandwidth_efficiency <= 1 and 0 < fitted.flops_efficiency <= 1
 
 
 def test_validation_opens_on_the_sidebar_device_and_each_file_shows_within_two_seconds():
@@ -410,9 +410,9 @@ def test_validation_opens_on_the_sidebar_device_and_each_file_shows_within_two_s
 
 def test_a_file_no_committed_fit_covers_shows_the_ideal_roofline_and_fits_only_when_asked():
     from validation import fit, records
-    covered = {s for raw in calibrations.committed_calibrations().values() for s in raw["fit"]["sources"]}
+    covered = {s for profile in engines.harness_profiles().values() for s in profile.harness_fit["sources"]}
     uncovered = [p for p in sorted((ROOT / "data" / "measurements").glob("*.csv")) if p.name not in covered
-                 and not calibrations.transfer_calibration(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
+                 and not engines.transfer_profile(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
     if not uncovered:
         pytest.skip("every measurement file is covered by a committed fit")
     path = min(uncovered, key=lambda p: p.stat().st_size)  # the quickest to fit
@@ -420,7 +420,7 @@ def test_a_file_no_committed_fit_covers_shows_the_ideal_roofline_and_fits_only_w
     at.radio(key="page").set_value("Validation").run()
     at.selectbox(key="measurements/h100-sxm").set_value(path).run()
     clean(at)
-    ideal = fit.score(records.load_frame([path]), roofline.calibration.IDEAL).summary
+    ideal = fit.score(records.load_frame([path]), engines.IDEAL).summary
     assert metric(at, "decode: ideal roofline median |error|") == f"{ideal['decode']['heldout_median_abs_err']:.1%}"
     at.toggle(key=f"refit/{path.name}").set_value(True).run()
     clean(at)
@@ -431,7 +431,7 @@ def test_a_file_no_committed_fit_covers_shows_the_ideal_roofline_and_fits_only_w
 def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
     from validation import fit, records
     unseen = [p for p in sorted((ROOT / "data" / "measurements").glob("*.csv"))
-              if calibrations.transfer_calibration(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
+              if engines.transfer_profile(str(records.load_frame([p])["device_name"].iloc[0]), p.name)]
     if not unseen:
         pytest.skip("every committed measurement file was fitted on: no transfer test to show")
     at = start()
@@ -439,7 +439,7 @@ def test_a_file_the_committed_fit_never_saw_is_scored_by_it_not_refitted():
     at.selectbox(key="measurements/h100-sxm").set_value(unseen[0]).run()
     clean(at)
     frame = records.load_frame([unseen[0]])
-    expected = fit.score(frame, calibrations.transfer_calibration(str(frame["device_name"].iloc[0]), unseen[0].name))
+    expected = fit.score(frame, engines.transfer_profile(str(frame["device_name"].iloc[0]), unseen[0].name))
     assert metric(at, "decode: held-out median |error|") == f"{expected.summary['decode']['heldout_median_abs_err']:.1%}"
     assert any("nothing refitted" in caption.value for caption in at.caption)
 

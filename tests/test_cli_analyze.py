@@ -127,24 +127,29 @@ def test_malformed_json_file_exits_2_naming_the_field(capsys, tmp_path, flag):
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_a_calibration_file_changes_the_numbers_and_is_named(capsys, tmp_path):
+SLOW_LINK = ("name: slow-link\nbandwidth_efficiency: 0.5\nflops_efficiency: 1.0\nattention_bandwidth_efficiency: 0.5\n"
+             "attention_flops_efficiency: 1.0\nlayer_overhead_s: 0.0\nstep_overhead_s: 0.001\nrequest_overhead_s: 0.0\n")
+
+
+def test_an_engine_file_changes_the_numbers_and_is_named(capsys, tmp_path):
     path = tmp_path / "slow.yaml"
-    path.write_text("name: slow-link\nbandwidth_efficiency: 0.5\nstep_overhead_s: 0.001\n")
-    assert main(["analyze", "--batch", "1", "--calibration", str(path), "--json"]) == 0
-    calibrated = json.loads(capsys.readouterr().out)[0]
+    path.write_text(SLOW_LINK)
+    assert main(["analyze", "--batch", "1", "--engine", str(path), "--json"]) == 0
+    slow = json.loads(capsys.readouterr().out)[0]
     assert main(["analyze", "--batch", "1", "--json"]) == 0
     ideal = json.loads(capsys.readouterr().out)[0]
-    assert calibrated["calibration"] == "slow-link" and ideal["calibration"] == "ideal"
+    assert slow["engine"] == slow["calibration"] == "slow-link" and ideal["engine"] == ideal["calibration"] == "ideal"
     # Memory-bound at batch 1: half the bandwidth doubles the step, plus the fixed overhead.
-    assert calibrated["tpot_s"] == pytest.approx(2 * ideal["tpot_s"] + 0.001, rel=0.01)
+    assert slow["tpot_s"] == pytest.approx(2 * ideal["tpot_s"] + 0.001, rel=0.01)
 
 
-def test_a_malformed_calibration_file_exits_2_naming_the_field(capsys, tmp_path):
+@pytest.mark.parametrize("flag", ["--engine", "--calibration"])  # --calibration: the deprecated alias
+def test_a_malformed_engine_file_exits_2_naming_the_field(capsys, tmp_path, flag):
     path = tmp_path / "bad.yaml"
-    path.write_text("bandwidth_efficiency: fast\n")
-    assert main(["analyze", "--calibration", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "bandwidth_efficiency" in err and "Traceback" not in err
+    path.write_text(SLOW_LINK.replace("bandwidth_efficiency: 0.5\nflops", "bandwidth_efficiency: fast\nflops"))
+    assert main(["analyze", flag, str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "bandwidth_efficiency must be a number" in err and str(path) in err
 
 
 @pytest.mark.parametrize("text", ["0", "abc", "", "1,-2", "1.5"])

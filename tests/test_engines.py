@@ -100,9 +100,15 @@ def test_the_corner_rounds_the_roofline_where_compute_and_memory_meet():
     assert float(sharp.total_s) < float(soft.total_s) < float(none.total_s)
 
 
-def test_an_engine_and_a_calibration_together_are_refused():
-    with pytest.raises(ValueError, match="give one"):
-        Deployment(load_model("llama-2-7b"), A100, calibration=roofline.Calibration("c", 0.5), engine=load_engine("gpt-fast"))
+def test_the_deprecated_calibration_flag_is_an_engine_alias_and_refused_beside_engine(capsys):
+    assert main(["analyze", "--hardware", "cpu", "--calibration", "cpu-amd-epyc-2-threads", "--json"]) == 0
+    captured = capsys.readouterr()
+    aliased = json.loads(captured.out)[0]
+    assert "deprecated" in captured.err and "--engine harness-cpu" in captured.err
+    assert main(["analyze", "--hardware", "cpu", "--engine", "harness-cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0] == aliased and aliased["engine"] == "harness-cpu"
+    assert main(["analyze", "--calibration", "default", "--engine", "gpt-fast"]) == 2
+    assert "give --engine only" in capsys.readouterr().err
 
 
 def test_a_bad_engine_file_names_the_parameter_and_its_bound(tmp_path):
@@ -113,21 +119,21 @@ def test_a_bad_engine_file_names_the_parameter_and_its_bound(tmp_path):
         load_engine(str(tmp_path / "missing.yaml"))
     above = {**good, "bandwidth_efficiency": {**good["bandwidth_efficiency"], "value": 1.3}}
     (tmp_path / "above.yaml").write_text(yaml.safe_dump(above))
-    with pytest.raises(ValueError, match=r"bandwidth_efficiency = 1.3 is out of its bounds: it must be in \(0, 1\]"):
+    with pytest.raises(ValueError, match=r"bandwidth_efficiency = 1.3 is out of its physical range: it must be in \(0, 1\]"):
         load_engine(str(tmp_path / "above.yaml"))
     negative = {**good, "step_overhead_s": -1e-3}
     (tmp_path / "negative.yaml").write_text(yaml.safe_dump(negative))
-    with pytest.raises(ValueError, match="step_overhead_s = -0.001 is out of its bounds: it must be >= 0"):
+    with pytest.raises(ValueError, match=r"step_overhead_s = -0.001 is out of its physical range: it must be in \[0, 1\] s"):
         load_engine(str(tmp_path / "negative.yaml"))
-    for name, value, bound in (("corner", 0.5, ">= 1"), ("gqa_rereads", 1.5, r"in \[0, 1\]")):
+    for name, value, bound in (("corner", 0.5, r"in \[1, inf\]"), ("gqa_rereads", 1.5, r"in \[0, 1\]")):
         (tmp_path / "out.yaml").write_text(yaml.safe_dump({**good, name: value}))
-        with pytest.raises(ValueError, match=f"{name} = {value} is out of its bounds: it must be {bound}"):
+        with pytest.raises(ValueError, match=f"{name} = {value} is out of its physical range: it must be {bound}"):
             load_engine(str(tmp_path / "out.yaml"))
 
 
 def test_an_unknown_engine_lists_the_known_ones(capsys):
     assert main(["analyze", "--engine", "vllm-9000"]) == 2
-    assert "gpt-fast, harness, hf-eager, ideal, llama.cpp, tensorrt-llm" in capsys.readouterr().err
+    assert "gpt-fast, harness, harness-cpu, hf-eager, ideal, llama.cpp, tensorrt-llm" in capsys.readouterr().err
 
 
 def test_a_malformed_published_row_names_its_line(tmp_path):
@@ -239,7 +245,7 @@ def test_a_shipped_profile_is_its_priors_fitted_to_its_rows(name):
 
 
 def test_every_shipped_profile_is_physical_and_says_what_pins_each_fitted_parameter():
-    for name in ("ideal", "harness", "hf-eager", "gpt-fast", "llama.cpp", "tensorrt-llm"):
+    for name in ("ideal", "harness", "harness-cpu", "hf-eager", "gpt-fast", "llama.cpp", "tensorrt-llm"):
         engine = load_engine(name)  # bounds are checked on load
         assert all(engine.pinned_by.get(p) for p in engine.fit), name
         assert set(engine.prior_sources) <= set(engine.priors), name
@@ -283,9 +289,13 @@ def test_the_serving_commands_price_with_the_engine(command, capsys):
     assert outputs[0] != outputs[1]
 
 
-def test_crossovers_refuse_an_engine_rather_than_ignore_it(capsys):
-    assert main(["crossovers", "--engine", "gpt-fast"]) == 2
-    assert "--engine" in capsys.readouterr().err
+def test_crossovers_price_with_the_engine(capsys):
+    """Its roofs and fixed costs are lines in B like the ideal's: slower roofs move the saturation batch."""
+    found = []
+    for engine in ("ideal", "gpt-fast"):
+        assert main(["crossovers", "--hardware", "a100-80gb", "--engine", engine, "--json"]) == 0
+        found.append(json.loads(capsys.readouterr().out))
+    assert found[0]["saturation_batch_90"] != found[1]["saturation_batch_90"]
 
 
 def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp_path):

@@ -92,7 +92,7 @@ def test_report_states_the_metric_definitions_and_all_seven_sections(study):
     assert "excludes the first token" in text and "time to first token" in text and "batch / tpot_s" in text
     assert study.config.source_hash and study.config.source_hash in text
     assert "3.35 TB/s" in text and "datasheet" in text  # hardware numbers with their sources
-    assert "No measurements or calibration for this hardware (h100-sxm)." in text
+    assert "No measurements or harness fit for this hardware (h100-sxm)." in text
 
 
 def test_tables_equal_the_librarys_numbers(study):
@@ -277,7 +277,7 @@ def test_several_hardware_values_give_a_side_by_side_comparison(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--batch", "0"], "batch"), (["--batch", "1,x"], "batch"), (["--prompt", "-5"], "prompt"),
     (["--hardware", "nope"], "nope"), (["--model", "nope"], "nope"), (["--format", "pdf"], "pdf"),
-    (["--weights", "int3"], "int3"), (["--calibration", "missing.yaml"], "missing.yaml"),
+    (["--weights", "int3"], "int3"), (["--fit", "missing.yaml"], "missing.yaml"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_code_2(tmp_path, capsys, argv, message):
     assert main(["report", "--out", str(tmp_path / "out"), "--no-plots", *argv]) == 2
@@ -288,12 +288,14 @@ def test_bad_input_is_one_clear_line_and_exit_code_2(tmp_path, capsys, argv, mes
 
 CALIBRATION = """name: test-fit
 hardware: h100-sxm
-transferable: true
 bandwidth_efficiency: 0.8
-flops_efficiency: {bf16: 0.7}
+flops_efficiency: 0.7
+attention_bandwidth_efficiency: 0.8
+attention_flops_efficiency: 0.7
 step_overhead_s: 1.0e-5
 layer_overhead_s: 2.0e-6
-fit:
+request_overhead_s: 0.0
+harness_fit:
   device_name: NVIDIA H100 80GB HBM3
   sources: [measured.csv]
   decode: {n_points: 4, n_heldout: 4, heldout_median_abs_err: 0.05, heldout_p90_abs_err: 0.09,
@@ -311,46 +313,48 @@ def test_validation_section_shows_the_fit_and_measured_against_predicted(tmp_pat
     calibration.write_text(CALIBRATION)
     measured.write_text(MEASURED)
     out = tmp_path / "out"
-    assert main(["report", "--out", str(out), "--calibration", str(calibration), "--measurements", str(measured)]) == 0
+    assert main(["report", "--out", str(out), "--fit", str(calibration), "--measurements", str(measured)]) == 0
     text = (out / "report.md").read_text()
     section = text[text.index("## 7. Validation"):]
     assert "Fitted parameters" in section and "0.8" in section and "5.0%" in section  # held-out median error
     comparison = table_with(section, "predicted (calibrated)")
     assert len(comparison) == 2  # the point that did not fit is not a measurement
-    from roofline import Calibration, ModelConfig, Precision
+    from roofline import Engine, ModelConfig, Precision
     tiny = ModelConfig(name="tiny", family="llama", d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                        d_ff=128, vocab_size=256)
-    fitted = Calibration(name="h100", bandwidth_efficiency=0.8, flops_efficiency={"bf16": 0.7},
-                         step_overhead_s=1e-5, layer_overhead_s=2e-6)
-    predicted = analyze(tiny, "h100-sxm", batch=[1, 8], prompt=128, gen=1, precision=Precision(), calibration=fitted)
+    fitted = Engine(name="h100", bandwidth_efficiency=0.8, flops_efficiency=0.7, attention_bandwidth_efficiency=0.8,
+                    attention_flops_efficiency=0.7, step_overhead_s=1e-5, layer_overhead_s=2e-6)
+    predicted = analyze(tiny, "h100-sxm", batch=[1, 8], prompt=128, gen=1, precision=Precision(), engine=fitted)
     assert comparison["predicted (calibrated)"].tolist() == [format_cell("calibrated_s", v)
                                                              for v in predicted.metrics["tpot_s"]]
     assert (out / "measured-vs-predicted-h100-sxm.png").is_file()
     assert "measured-vs-predicted-h100-sxm.png" in json.loads((out / "results.json").read_text())["figures"]
 
 
-def test_a_calibration_for_other_hardware_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--fit", "--calibration"])  # --calibration: the deprecated alias
+def test_a_harness_fit_for_other_hardware_is_refused(tmp_path, capsys, flag):
     calibration = tmp_path / "a100.yaml"
     calibration.write_text(CALIBRATION.replace("h100-sxm", "a100-80gb"))
-    assert main(["report", "--out", str(tmp_path / "out"), "--no-plots", "--calibration", str(calibration)]) == 2
+    assert main(["report", "--out", str(tmp_path / "out"), "--no-plots", flag, str(calibration)]) == 2
     assert "--hardware a100-80gb" in capsys.readouterr().err
 
 
-def test_committed_calibrations_are_found_for_their_own_hardware_only(tmp_path, monkeypatch):
+def test_bundled_harness_fits_are_found_for_their_own_hardware_only(tmp_path, monkeypatch):
     from roofline.cli import report as cli_report
     calibrations, measurements = tmp_path / "calibration", tmp_path / "measurements"
     calibrations.mkdir()
     measurements.mkdir()
     (calibrations / "h100.yaml").write_text(CALIBRATION)
     (calibrations / "cpu.yaml").write_text(CALIBRATION.replace("h100-sxm", "cpu"))
+    (calibrations / "engine.yaml").write_text(CALIBRATION.split("harness_fit:")[0])  # a profile no harness wrote
     (measurements / "measured.csv").write_text(MEASURED)
-    monkeypatch.setattr(cli_report, "CALIBRATION_DIR", calibrations)
+    monkeypatch.setattr(cli_report, "FITS_DIR", calibrations)
     monkeypatch.setattr(cli_report, "MEASUREMENTS_DIR", measurements)
     found = cli_report.find_validation(["h100-sxm", "a100-80gb"], None, None)
     assert list(found) == ["h100-sxm"]  # the cpu fit is for hardware not in the report
-    assert len(found["h100-sxm"].measurements) == 2 and found["h100-sxm"].calibration.bandwidth_efficiency == 0.8
+    assert len(found["h100-sxm"].measurements) == 2 and found["h100-sxm"].engine.bandwidth_efficiency == 0.8
     alone = cli_report.find_validation(["a100-80gb"], None, [str(measurements / "measured.csv")])
-    assert alone["a100-80gb"].calibration is None and len(alone["a100-80gb"].measurements) == 2
+    assert alone["a100-80gb"].engine is None and len(alone["a100-80gb"].measurements) == 2
 
 
 def test_the_derivation_counts_this_models_mlp_and_attention_from_the_library():

@@ -107,18 +107,20 @@ def test_validate_then_fit_from_the_command_line(tmp_path, capsys):
     for key in ("heldout_median_abs_err", "heldout_p90_abs_err", "mbu_batch1"):
         assert summary[key] == summary[key] and summary[key] >= 0  # finite numbers, not NaN
     assert (tmp_path / "measurements" / csv.with_suffix(".png").name).is_file()
-    # the calibration applied, not refitted, to the same rows: the in-sample error, every point scored
+    # the profile applied, not refitted, to the same rows: the in-sample error, every point scored
     assert main(["fit", str(csv), "--score", str(tmp_path / "cal.yaml"), "--json"]) == 0
     scored = json.loads(capsys.readouterr().out)
     assert scored["n_points"] == 8 and scored["by_phase"]["decode"]["heldout_median_abs_err"] == pytest.approx(
         summary["by_phase"]["decode"]["insample_median_abs_err"], rel=1e-6)
 
 
-def test_scoring_with_a_datasheet_calibration_is_refused_by_name(tmp_path, capsys):
+def test_scoring_with_a_datasheet_profile_is_refused_by_name(tmp_path, capsys):
     csv = tmp_path / "m.csv"
     run(csv)
     calibration = tmp_path / "h100.yaml"
-    calibration.write_text("hardware: h100-sxm\nbandwidth_efficiency: 0.8\n")
+    calibration.write_text("hardware: h100-sxm\nbandwidth_efficiency: 0.8\nflops_efficiency: 0.7\n"
+                           "attention_bandwidth_efficiency: 0.9\nattention_flops_efficiency: 0.5\n"
+                           "layer_overhead_s: 0.0\nstep_overhead_s: 0.0\nrequest_overhead_s: 0.0\n")
     assert main(["fit", str(csv), "--score", str(calibration)]) == 2
     assert "measured ceilings" in capsys.readouterr().err
 

@@ -1,4 +1,4 @@
-"""`roofline validate` (measure a sweep on this machine) and `roofline fit` (calibrate from CSVs)."""
+"""`roofline validate` (measure a sweep on this machine) and `roofline fit` (an engine profile from its CSVs)."""
 from __future__ import annotations
 
 import argparse
@@ -14,7 +14,7 @@ from roofline.hardware import DATA_DIR
 from . import records
 
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
-CALIBRATION_DIR = DATA_DIR / "calibration"
+ENGINES_DIR = DATA_DIR / "engines"
 PRESETS = {
     # Llama-shaped, GQA; sized so the full CPU sweep (batch 1..64, context 128..4096) takes minutes.
     "cpu-small": ModelConfig(name="cpu-small", family="llama", d_model=1024, n_layers=8, n_heads=16, n_kv_heads=4,
@@ -135,7 +135,8 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="measurement CSVs of one device")
-    parser.add_argument("--out", help="calibration YAML (default: data/calibration/<device>.yaml)")
+    parser.add_argument("--out", help="engine profile YAML (default: data/engines/harness-<device>.yaml; the "
+                                      "committed H100 fit is data/engines/harness.yaml)")
     parser.add_argument("--hardware", help="datasheet entry the fractions are relative to (default: from a GPU's "
                                            "name; 'measured' for the measured ceilings, the CPU default)")
     parser.add_argument("--plots", help="PNG path for the figures (default: next to the first CSV)")
@@ -143,8 +144,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the fit summary as JSON")
     parser.add_argument("--points", metavar="POINTS.csv",
                         help="also write every point: measured, fitted and held-out time, error, MBU and MFU")
-    parser.add_argument("--score", metavar="CALIBRATION.yaml",
-                        help="fit nothing: predict every row with this calibration (fitted on other "
+    parser.add_argument("--score", metavar="PROFILE.yaml",
+                        help="fit nothing: predict every row with this harness profile (fitted on other "
                              "measurements of the same device, hardware: measured) and report the error")
 
 
@@ -160,8 +161,10 @@ def datasheet_for(device: str, device_name: str, choice: str | None):
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    """Fit a device's bandwidth, FLOP/s and overheads to measurements; report held-out error."""
-    from .fit import calibration_document, fit
+    """Fit a device's engine profile (bandwidth, FLOP/s, overheads) to measurements; report held-out error."""
+    from roofline.cli.engines import writable_file
+
+    from .fit import engine_document, fit
 
     paths = [Path(f) for f in args.files]
     missing = [str(p) for p in paths if not p.is_file()]
@@ -169,14 +172,18 @@ def run_fit(args: argparse.Namespace) -> int:
         raise ValueError(f"fit: no such file {', '.join(missing)}")
     frame = records.load_frame(paths)
     if args.score:
-        return score_calibration(frame, Path(args.score), args.json, args.points)
+        return score_profile(frame, Path(args.score), args.json, args.points)
     first = frame.iloc[0]
     slug = records.device_slug_of(str(first["device"]), str(first["device_name"]))
-    result = fit(frame, slug)
+    out = Path(args.out) if args.out else ENGINES_DIR / f"harness-{slug}.yaml"
     datasheet = datasheet_for(str(first["device"]), str(first["device_name"]), args.hardware)
-    document = calibration_document(result, datasheet, [p.name for p in paths])
-    out = Path(args.out) if args.out else CALIBRATION_DIR / f"{slug}.yaml"
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # writable_file says why in one line
+    writable_file("--out", out)  # before the fit, not after it
+    result = fit(frame, out.stem)
+    document = engine_document(result, datasheet, [p.name for p in paths])
     out.write_text(yaml.safe_dump(document, sort_keys=False))
     if args.points:
         write_points(result.points, Path(args.points))
@@ -188,12 +195,13 @@ def run_fit(args: argparse.Namespace) -> int:
     summary = result.summary
     if args.json:
         decode = summary.get("decode", {})
-        print(json.dumps({"n_points": len(result.points), "params": document["achieved"] | {
-            "step_overhead_s": document["step_overhead_s"], "layer_overhead_s": document["layer_overhead_s"],
-            "calibration": {k: document[k] for k in ("hardware", "bandwidth_efficiency", "flops_efficiency")}},
+        print(json.dumps({"n_points": len(result.points), "params": document["harness_fit"]["achieved"] | {
+            "step_overhead_s": result.engine.step_overhead_s, "layer_overhead_s": result.engine.layer_overhead_s,
+            "engine": {"hardware": document["hardware"], **{k: document[k]["value"] for k in (
+                "bandwidth_efficiency", "flops_efficiency")}}},
             "heldout_median_abs_err": decode.get("heldout_median_abs_err"),
             "heldout_p90_abs_err": decode.get("heldout_p90_abs_err"),
-            "mbu_batch1": summary["mbu_batch1"], "calibration_file": str(out),
+            "mbu_batch1": summary["mbu_batch1"], "engine_file": str(out),
             "by_phase": {k: v for k, v in summary.items() if isinstance(v, dict)}}, indent=2))
     else:
         print(report(result, document, out))
@@ -209,20 +217,20 @@ def write_points(points, path: Path) -> None:
     points[list(POINT_COLUMNS)].to_csv(path, index=False)
 
 
-def score_calibration(frame, path: Path, as_json: bool, points_csv: str | None = None) -> int:
-    from roofline.calibration import calibration_from_dict, read_calibration_file
+def score_profile(frame, path: Path, as_json: bool, points_csv: str | None = None) -> int:
+    from roofline.engine import MEASURED, load_engine
 
     from .fit import score
-    document = read_calibration_file(path)
-    if document.get("hardware") != "measured":
-        raise ValueError(f"--score {str(path)!r}: its fractions are of {document.get('hardware')!r}'s datasheet; "
-                         "scoring applies fractions of the measured ceilings (a fit with hardware: measured)")
-    result = score(frame, calibration_from_dict(document, path.stem))
+    engine = load_engine(str(path))
+    if engine.hardware != MEASURED:
+        raise ValueError(f"--score {str(path)!r}: its fractions are of {engine.hardware or 'a datasheet'!r}'s "
+                         "roofs; scoring applies fractions of the measured ceilings (a fit with hardware: measured)")
+    result = score(frame, engine)
     if points_csv:
         write_points(result.points, Path(points_csv))
     phases = {k: v for k, v in result.summary.items() if isinstance(v, dict)}
     if as_json:
-        print(json.dumps({"n_points": len(result.points), "calibration_file": str(path), "by_phase": phases}, indent=2))
+        print(json.dumps({"n_points": len(result.points), "engine_file": str(path), "by_phase": phases}, indent=2))
         return 0
     print(f"{len(result.points)} points predicted with {path} (nothing refitted)")
     for phase, s in phases.items():
@@ -232,10 +240,11 @@ def score_calibration(frame, path: Path, as_json: bool, points_csv: str | None =
 
 
 def report(result, document: dict, out: Path) -> str:
+    achieved, e = document["harness_fit"]["achieved"], result.engine
     lines = [f"fit of {len(result.points)} points -> {out} (fractions of {document['hardware']!r})",
-             f"  achieved bandwidth {document['achieved']['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
-             + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in document["achieved"]["flops_per_s"].items())
-             + f", overhead {document['step_overhead_s'] * 1e6:.1f} us/step + {document['layer_overhead_s'] * 1e6:.1f} us/layer"]
+             f"  achieved bandwidth {achieved['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+             + ", ".join(f"{d} {f / 1e9:.0f} GFLOP/s" for d, f in achieved["flops_per_s"].items())
+             + f", overhead {e.step_overhead_s * 1e6:.1f} us/step + {e.layer_overhead_s * 1e6:.1f} us/layer"]
     for phase in ("decode", "prefill"):
         s = result.summary.get(phase)
         if s:

@@ -1,37 +1,41 @@
 """Fit a device's physical parameters to its measurements, and score them on held-out points.
 
-Parameters: achievable bandwidth, achievable matmul FLOP/s per dtype, the fractions of those two
-roofs the attention kernels reach, fixed overhead per step and per layer, and the sharpness p of
-the roofline corner (each op takes (c^p + m^p)^(1/p)), one for the weight GEMMs and one for
-attention. Starting roofs are the ceilings measured with each point (the read stream, GEMM
-FLOP/s); the fit finds the Calibration (fractions of those roofs, plus overheads and corners) that
-minimises the log-space error of the library's own step time against the measured one
-(Levenberg-Marquardt, numpy only, from a few starting points). With a single layer count in the
-data, per-step and per-layer overheads cannot be told apart: the overhead is then fitted once and
-reported per layer (launches and Python work scale with L). Held-out error: leave-one-context-out;
-each context is predicted by a fit that never saw it.
+Parameters (an engine profile's: roofline/engine.py): the fractions of the measured bandwidth and GEMM
+FLOP/s the weight GEMVs and GEMMs reach, the fractions of those two roofs the attention kernels reach,
+fixed overhead per step and per layer, and the sharpness p of the roofline corner (each op takes
+(c^p + m^p)^(1/p)), one for the weight GEMMs and one for attention. Starting roofs are the ceilings
+measured with each point (the read stream, GEMM FLOP/s); the fit is the one every profile's is
+(roofline.least_squares: scipy's least squares in each parameter's physical range, a robust loss), of the
+log error of the library's own step time against the measured one, from a few starting points. With a
+single layer count in the data, per-step and per-layer overheads cannot be told apart: the overhead is
+then fitted per layer alone (launches and Python work scale with L). Held-out error: leave-one-context-out;
+each context is predicted by a fit that never saw it. The result is written as an engine profile
+(data/engines/harness*.yaml), restated as fractions of a datasheet where the device has one.
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from roofline import Hardware, ModelConfig, Options, Precision
-from roofline.calibration import Calibration
 from roofline.config import measured_config
 from roofline.deployment import Ceilings, Deployment
+from roofline.engine import IDEAL, MEASURED, PARAMETERS, Engine
 from roofline.evaluate import evaluate
-from roofline.least_squares import levenberg_marquardt
+from roofline.least_squares import fit as fit_parameters
 from roofline.model import DECODE, decode_context
 
 from . import records
 
 DTYPES = ("fp32", "bf16", "fp16")
-MAX_EFFICIENCY = 1.0  # Calibration's own bound: no kernel beats the measured roof
-PRIOR_WEIGHT = 0.01  # weak pull of unidentified roofs (e.g. FLOP/s when nothing is compute bound) to 1
+MAX_EFFICIENCY = 1.0  # an efficiency's own bound: no kernel beats the measured roof
+PRIOR_WEIGHT = 1e-3  # a faint pull to the prior (half the roofs, 10 us a layer, p = 4): tens of points pin each
+# parameter here, so only what no point pins (FLOP/s when nothing is compute bound) stays near it
+EFFICIENCIES = ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
+                "attention_flops_efficiency")
 
 
 @dataclass(frozen=True)
@@ -72,10 +76,10 @@ def measured_hardware(frame: pd.DataFrame) -> Hardware:
                     memory_bandwidth=float(np.median(roof_bandwidth(frame))), peak_flops=peaks)
 
 
-def row_deployment(row, hardware: Hardware, calibration: Calibration | None = None, ceilings=None) -> Deployment:
+def row_deployment(row, hardware: Hardware, engine: Engine = IDEAL, ceilings=None) -> Deployment:
     """What the harness ran: the row's weight format, activation dtype and KV dtype (records.row_precision)."""
-    return Deployment(row_config(row), hardware, records.row_precision(row), row_options(row),
-                      calibration or Calibration(), ceilings=ceilings)
+    return Deployment(row_config(row), hardware, records.row_precision(row), row_options(row), engine,
+                      ceilings=ceilings)
 
 
 def groups_of(frame: pd.DataFrame) -> list[Group]:
@@ -94,53 +98,37 @@ def groups_of(frame: pd.DataFrame) -> list[Group]:
     return out
 
 
-def step_time(group: Group, calibration: Calibration) -> np.ndarray:
-    d = dataclasses.replace(group.deployment, calibration=calibration)
+def step_time(group: Group, engine: Engine) -> np.ndarray:
+    d = dataclasses.replace(group.deployment, engine=engine)
     return d.price(d.phase(group.phase), group.counts, group.tokens).total_s
 
 
-class Parameters:
-    """The vector the optimiser moves, and the Calibration it stands for."""
-
-    def __init__(self, dtypes: list[str], separate_overheads: bool):
-        self.dtypes, self.separate = dtypes, separate_overheads
-        self.n_overheads = 2 if separate_overheads else 1
-        self.n_efficiencies = 3 + len(dtypes)  # bandwidth, FLOP/s per dtype, attention bandwidth and FLOP/s
-        self.size = self.n_efficiencies + self.n_overheads + 2  # the last two: the corners' sharpness
-
-    def starts(self) -> list[np.ndarray]:
-        """Several starting points: the least squares has local minima (a large fixed overhead can stand
-        in for a slow roof), so the fit keeps the best of a small grid over overhead and corner.
-        Efficiencies as logit(e / MAX_EFFICIENCY) from e = 0.5; overheads as log seconds; corner p = 1 + exp(x)."""
-        return [np.r_[np.zeros(self.n_efficiencies), np.full(self.n_overheads, np.log(overhead)), np.log(p - 1),
-                      np.log(p - 1)]
-                for overhead in (1e-6, 1e-4) for p in (1.5, 4.0, 30.0)]
-
-    def calibration(self, x: np.ndarray, name: str, n_layers: int) -> Calibration:
-        efficiency = MAX_EFFICIENCY / (1 + np.exp(-x[:self.n_efficiencies]))
-        overheads = np.exp(np.clip(x[self.n_efficiencies:-2], -40, 5))
-        step, layer = (overheads[0], overheads[1]) if self.separate else (0.0, overheads[0] / n_layers)
-        corner, attention_corner = (1 + float(np.exp(np.clip(v, -20, 6))) for v in x[-2:])
-        return Calibration(name, float(efficiency[0]), {d: float(e) for d, e in zip(self.dtypes, efficiency[1:-2])},
-                           float(step), float(layer), corner, attention_bandwidth_efficiency=float(efficiency[-2]),
-                           attention_flops_efficiency=float(efficiency[-1]), attention_corner=attention_corner)
+def parameters(groups: list[Group]) -> list[str]:
+    """What the points can pin: the overhead per layer, and per step too when the layer count varies."""
+    overheads = ["step_overhead_s", "layer_overhead_s"] if len({g.deployment.config.n_layers for g in groups}) > 1 \
+        else ["layer_overhead_s"]
+    return [*EFFICIENCIES, *overheads, "corner", "attention_corner"]
 
 
-def fit_groups(groups: list[Group], hardware: Hardware, name: str) -> Calibration:
+def starts(groups: list[Group]) -> tuple[dict, ...]:
+    """Several starting points: the least squares has local minima (a large fixed overhead can stand in for a
+    slow roof), so the fit keeps the best of a small grid over the overhead (of the whole step) and the corner."""
+    n_layers = min(g.deployment.config.n_layers for g in groups)
+    return tuple({"layer_overhead_s": overhead / n_layers, "step_overhead_s": overhead,
+                  "corner": p, "attention_corner": p} for overhead in (1e-6, 1e-4) for p in (1.5, 4.0, 30.0))
+
+
+def fit_groups(groups: list[Group], name: str):
+    """The engine profile (fractions of the measured ceilings) that fits the groups' step times, and its ranges."""
     dtypes = sorted({g.precision.weight_matmul_dtype for g in groups})
-    layer_counts = {g.deployment.config.n_layers for g in groups}
-    params = Parameters(dtypes, separate_overheads=len(layer_counts) > 1)
-    n_layers = min(layer_counts)
+    if len(dtypes) > 1:
+        raise ValueError(f"fit: one GEMM dtype at a time (an engine has one GEMM efficiency); the files hold {dtypes}")
     measured = np.log(np.concatenate([g.measured_s for g in groups]))
+    prior = Engine(name, **{e: 0.5 for e in EFFICIENCIES}, corner=4.0, attention_corner=4.0, layer_overhead_s=1e-5)
 
-    def residual(x):
-        calibration = params.calibration(x, name, n_layers)
-        predicted = np.log(np.concatenate([step_time(g, calibration) for g in groups]))
-        return np.r_[predicted - measured, PRIOR_WEIGHT * x[:params.n_efficiencies]]
-
-    fits = [levenberg_marquardt(residual, start) for start in params.starts()]
-    best = min(fits, key=lambda x: float(residual(x) @ residual(x)))
-    return params.calibration(best, name, n_layers)
+    def log_errors(engine):
+        return np.log(np.concatenate([step_time(g, engine) for g in groups])) - measured
+    return fit_parameters(prior, parameters(groups), log_errors, starts=starts(groups), prior_weight=PRIOR_WEIGHT)
 
 
 def row_hardware(row, hardware: Hardware) -> Hardware:
@@ -150,11 +138,11 @@ def row_hardware(row, hardware: Hardware) -> Hardware:
                                peak_flops={**hardware.peak_flops, dtype: float(row[f"matmul_flops_{dtype}"])})
 
 
-def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -> np.ndarray:
+def predict(frame: pd.DataFrame, hardware: Hardware, engine: Engine) -> np.ndarray:
     """Through the public path: evaluate's TPOT (decode) or TTFT (prefill) at each row."""
     out = []
     for _, row in frame.iterrows():
-        metrics = evaluate(row_deployment(row, row_hardware(row, hardware), calibration),
+        metrics = evaluate(row_deployment(row, row_hardware(row, hardware), engine),
                            row["batch"], row["context"], 1, e2e=False)
         out.append(float(metrics["tpot_s" if row["phase"] == "decode" else "ttft_s"]))
     return np.array(out)
@@ -162,7 +150,8 @@ def predict(frame: pd.DataFrame, hardware: Hardware, calibration: Calibration) -
 
 @dataclass(frozen=True)
 class FitResult:
-    calibration: Calibration  # fractions of the measured ceilings
+    engine: Engine  # fractions of the measured ceilings
+    ranges: dict  # fitted parameter -> its 68% range (roofline.least_squares.Pinning)
     hardware: Hardware  # the measured ceilings
     points: pd.DataFrame  # ok rows with predicted, heldout_predicted, errors, mbu, mfu
     summary: dict  # per phase: n, median and p90 of held-out |error|
@@ -192,32 +181,32 @@ def fit(frame: pd.DataFrame, name: str) -> FitResult:
     if ok["device_name"].nunique() > 1:
         raise ValueError(f"fit: one device at a time; the files hold {sorted(ok['device_name'].unique())}")
     hardware = measured_hardware(ok)
-    calibration = fit_groups(groups_of(ok), hardware, name)
-    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, calibration))
+    fitted = fit_groups(groups_of(ok), name)
+    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, fitted.engine))
     heldout = np.full(len(ok), np.nan)
     for context in sorted(ok["context"].unique()):
         held = (ok["context"] == context).to_numpy()
         if held.all():
             continue  # one context only: nothing to hold out against
-        rest = fit_groups(groups_of(ok[~held]), hardware, name)
+        rest = fit_groups(groups_of(ok[~held]), name).engine
         heldout[held] = predict(ok[held], hardware, rest)
     ok["heldout_predicted_s"] = heldout
     ok["heldout_error"] = ok["heldout_predicted_s"] / ok["time_s"] - 1
     ok["insample_error"] = ok["predicted_s"] / ok["time_s"] - 1
-    return FitResult(calibration, hardware, ok, summarize(ok))
+    return FitResult(fitted.engine, fitted.ranges, hardware, ok, summarize(ok))
 
 
-def score(frame: pd.DataFrame, calibration: Calibration) -> FitResult:
-    """A calibration fitted on other measurements (fractions of the measured ceilings), applied to
+def score(frame: pd.DataFrame, engine: Engine) -> FitResult:
+    """A harness profile fitted on other measurements (fractions of the measured ceilings), applied to
     each row's own ceilings: nothing is refitted, so every point is held out (a transfer test)."""
     ok = frame[frame["status"] == records.OK].reset_index(drop=True)
     if ok.empty:
         raise ValueError("fit: no measured (status ok) rows")
     hardware = measured_hardware(ok)
-    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, calibration))
+    ok = utilization(ok, hardware).assign(predicted_s=predict(ok, hardware, engine))
     ok["heldout_predicted_s"] = ok["predicted_s"]
     ok["heldout_error"] = ok["insample_error"] = ok["predicted_s"] / ok["time_s"] - 1
-    return FitResult(calibration, hardware, ok, summarize(ok))
+    return FitResult(engine, {}, hardware, ok, summarize(ok))
 
 
 def summarize(points: pd.DataFrame) -> dict:
@@ -234,63 +223,53 @@ def summarize(points: pd.DataFrame) -> dict:
     return summary
 
 
-def calibration_document(result: FitResult, datasheet: Hardware | None, sources: list[str]) -> dict:
-    """The YAML body: fractions of the datasheet's roofs (or of the measured ones when there is none)."""
-    c, hw = result.calibration, result.hardware
-    achieved_bw = c.bandwidth_efficiency * hw.memory_bandwidth
-    achieved_flops = {d: e * hw.peak_flops[d] for d, e in c.flops_efficiency.items()}
+def engine_document(result: FitResult, datasheet: Hardware | None, sources: list[str]) -> dict:
+    """The profile's YAML body: fractions of the datasheet's roofs (or of the measured ones when there is none),
+    each fitted parameter with its range and what pinned it, and the fit's record (`harness_fit`)."""
+    e, hw = result.engine, result.hardware
+    dtype = str(result.points["dtype"].iloc[0])  # the one GEMM dtype fitted (fit_groups refuses several)
     reference = datasheet or hw
-    # attention's fractions are of the device's roofs too: restated against the reference's
-    attention_dtype = min(achieved_flops, key=achieved_flops.get)
-    attention_bandwidth = c.attention_bandwidth_efficiency * hw.memory_bandwidth / reference.memory_bandwidth
-    attention_flops = c.attention_flops_efficiency * hw.peak_flops[attention_dtype] / reference.peak(attention_dtype)
-    document = {
-        "name": c.name,
-        "hardware": datasheet.id if datasheet else "measured",
-        "transferable": bool(datasheet) and datasheet.id != "cpu",  # the cpu entry is one machine's measurement
-        "bandwidth_efficiency": achieved_bw / reference.memory_bandwidth,
-        "flops_efficiency": {d: f / reference.peak(d) for d, f in achieved_flops.items()},
-        "step_overhead_s": c.step_overhead_s,
-        "layer_overhead_s": c.layer_overhead_s,
-        "corner": c.corner,
-        "attention_bandwidth_efficiency": attention_bandwidth,
-        "attention_flops_efficiency": attention_flops,
-        "attention_corner": c.attention_corner,
-        "achieved": {"bandwidth_bytes_per_s": achieved_bw, "flops_per_s": achieved_flops},
-        "measured_ceilings": {"copy_bandwidth_bytes_per_s": float(result.points["copy_bandwidth"].median()),
-                              "read_bandwidth_bytes_per_s": hw.memory_bandwidth,
-                              "matmul_flops_per_s": dict(hw.peak_flops)},
-        "fit": {"device_name": hw.name, "sources": sources, "n_points": len(result.points),
-                "torch_version": str(result.points["torch_version"].iloc[0]), **_plain(result.summary)},
-    }
-    too_high = [k for k, v in [("bandwidth_efficiency", document["bandwidth_efficiency"]),
-                               ("attention_bandwidth_efficiency", attention_bandwidth),
-                               ("attention_flops_efficiency", attention_flops),
-                               *document["flops_efficiency"].items()] if v > MAX_EFFICIENCY]
+    bandwidth, flops = hw.memory_bandwidth / reference.memory_bandwidth, hw.peak_flops[dtype] / reference.peak(dtype)
+    scale = {"bandwidth_efficiency": bandwidth, "attention_bandwidth_efficiency": bandwidth,
+             "flops_efficiency": flops, "attention_flops_efficiency": flops}
+    too_high = [n for n, f in scale.items() if getattr(e, n) * f > MAX_EFFICIENCY]
     if too_high:
         raise ValueError(f"fit: {', '.join(too_high)} exceed {MAX_EFFICIENCY} of hardware {reference.id!r}'s "
                          f"datasheet; pass --hardware with a matching entry")
+    note = f"the harness fit of {', '.join(sources)} ({len(result.points)} points, {hw.name})"
+    restated = Engine(**{**{n: getattr(e, n) for n in PARAMETERS}, **{n: getattr(e, n) * f for n, f in scale.items()}},
+                      name=e.name, hardware=datasheet.id if datasheet else MEASURED,
+                      pinned_by={n: note for n in result.ranges})
+    document = restated.as_document()
+    for name, pinned in result.ranges.items():
+        f = scale.get(name, 1.0)
+        document[name]["range_68"] = [pinned.low * f, pinned.high * f]
+    document["harness_fit"] = _plain({
+        "device_name": hw.name, "sources": sources, "n_points": len(result.points),
+        "torch_version": str(result.points["torch_version"].iloc[0]), **result.summary,
+        "achieved": {"bandwidth_bytes_per_s": e.bandwidth_efficiency * hw.memory_bandwidth,
+                     "flops_per_s": {dtype: e.flops_efficiency * hw.peak_flops[dtype]}},
+        "measured_ceilings": {"copy_bandwidth_bytes_per_s": float(result.points["copy_bandwidth"].median()),
+                              "read_bandwidth_bytes_per_s": hw.memory_bandwidth,
+                              "matmul_flops_per_s": dict(hw.peak_flops)}})
     return _plain(document)
 
 
-def measured_fractions(document: dict, datasheet: Hardware | None) -> Calibration:
-    """A committed calibration file back as the fit's own Calibration, fractions of the measured ceilings it was
-    fitted on (the inverse of calibration_document): it scores its own measurements without a refit.
+def measured_fractions(engine: Engine, datasheet: Hardware | None) -> Engine:
+    """A committed harness profile back as the fit's own Engine, fractions of the measured ceilings it was
+    fitted on (the inverse of engine_document's scaling): it scores its own measurements without a refit.
 
-    datasheet: the Hardware the document's fractions are of (its `hardware` field); None for `measured`."""
-    achieved, measured = document["achieved"], document["measured_ceilings"]
+    datasheet: the Hardware the profile's fractions are of (its `hardware` field); None for `measured`."""
+    record = engine.harness_fit
+    measured = record["measured_ceilings"]
     read_bandwidth, measured_flops = measured["read_bandwidth_bytes_per_s"], measured["matmul_flops_per_s"]
-    reference_bandwidth = datasheet.memory_bandwidth if datasheet else read_bandwidth
-    attention_dtype = min(achieved["flops_per_s"], key=achieved["flops_per_s"].get)
-    reference_flops = datasheet.peak(attention_dtype) if datasheet else measured_flops[attention_dtype]
-    return Calibration(
-        str(document["name"]), achieved["bandwidth_bytes_per_s"] / read_bandwidth,
-        {d: f / measured_flops[d] for d, f in achieved["flops_per_s"].items()},
-        float(document["step_overhead_s"]), float(document["layer_overhead_s"]), float(document["corner"]),
-        attention_bandwidth_efficiency=document["attention_bandwidth_efficiency"] * reference_bandwidth / read_bandwidth,
-        attention_flops_efficiency=document["attention_flops_efficiency"] * reference_flops
-        / measured_flops[attention_dtype],
-        attention_corner=document.get("attention_corner"))
+    dtype = next(iter(record["achieved"]["flops_per_s"]))  # the one GEMM dtype the fit saw
+    bandwidth = (datasheet.memory_bandwidth if datasheet else read_bandwidth) / read_bandwidth
+    flops = (datasheet.peak(dtype) if datasheet else measured_flops[dtype]) / measured_flops[dtype]
+    return replace(engine, hardware=MEASURED, bandwidth_efficiency=engine.bandwidth_efficiency * bandwidth,
+                   attention_bandwidth_efficiency=engine.attention_bandwidth_efficiency * bandwidth,
+                   flops_efficiency=engine.flops_efficiency * flops,
+                   attention_flops_efficiency=engine.attention_flops_efficiency * flops)
 
 
 def _plain(value):

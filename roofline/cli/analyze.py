@@ -19,6 +19,7 @@ import math
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..config import load_model
 from ..evaluate import DEFAULT_PREFILL_CHUNK
+from .engines import CALIBRATION_HELP, engine_choice
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..checkpoint_format import load_shipped_precision
@@ -48,11 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"MLA decode form: {', '.join(MLA_FORMS)}")
     parser.add_argument("--cla", metavar="N", default=None,
                         help="what-if: one KV cache shared by N layers (cross-layer attention)")
-    parser.add_argument("--calibration", metavar="FILE|default", default=None,
-                        help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--calibration", metavar="NAME|FILE", default=None, help=CALIBRATION_HELP)
     parser.add_argument("--engine", metavar="NAME|FILE", default=None,
-                        help="an engine profile (data/engines: ideal, harness, hf-eager, gpt-fast, llama.cpp, "
-                             "tensorrt-llm) or a YAML path: the times are its estimate, the ideal bound beside them")
+                        help="an engine profile (data/engines: ideal, harness, harness-cpu, hf-eager, gpt-fast, "
+                             "llama.cpp, tensorrt-llm) or a YAML path: the times are its estimate, the ideal bound "
+                             "beside them")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
     add_prefill_chunk(parser)
@@ -66,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
     method = _choice("--method", args.method, METHODS)
     config = load_model(args.model)
     overrides = _overrides(config, args)
-    kwargs = {"calibration": _calibration(args.calibration)} if args.calibration is not None else {}
     analysis = analyze(
         config, args.hardware, batch=parse_batches(args.batch),
         prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
-        engine=args.engine, allow_beyond_window=args.allow_beyond_window,
-        prefill_chunk=prefill_chunk(args.prefill_chunk), **kwargs, **overrides)
+        engine=engine_choice(args), allow_beyond_window=args.allow_beyond_window,
+        prefill_chunk=prefill_chunk(args.prefill_chunk), **overrides)
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -176,11 +176,6 @@ def _overrides(config, args) -> dict:
     return overrides
 
 
-def _calibration(value: str):
-    from ..calibration import load_calibration
-    return load_calibration(value)
-
-
 def json_records(analysis: Analysis, method: str) -> list[dict]:
     """One plain-JSON object per batch size: the library's records plus the contract's labels."""
     p = analysis.precision
@@ -188,7 +183,8 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
     rows = []
     for record in analysis.records():
         row = {"model": analysis.config.name, "config_hash": analysis.config.source_hash,
-               "hardware": analysis.hardware.id, "method": method, "calibration": analysis.calibration.name,
+               "hardware": analysis.hardware.id, "method": method,
+               "calibration": analysis.engine.name,  # kept for older readers: the achievable roofs' name
                "weights": p.weights, "experts": p.expert_format, "activations": p.activations, "kv": p.kv, **record}
         row["roofline_tpot_s"] = record["tpot_s"]
         if napkin:
@@ -221,7 +217,7 @@ LEFT = ("fits", "decode bound")
 
 def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: dict) -> str:
     """The human view: a header naming what was analyzed, one line per batch size, the definitions."""
-    cfg, hw, p, cal = analysis.config, analysis.hardware, analysis.precision, analysis.calibration
+    cfg, hw, p = analysis.config, analysis.hardware, analysis.precision
     first = rows[0]
     other = ("roofline TPOT", "roofline_tpot_s") if method == "napkin" else ("napkin TPOT", "napkin_tpot_s")
     columns = COLUMNS + ((other[0], other[1], fmt_seconds),)
@@ -245,7 +241,7 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
          f", activations {p.activations}, KV {p.kv}; "
          f"attention {analysis.options.attention}" + (f", MLA {analysis.options.mla_form}" if cfg.is_mla else "")),
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
-        f"calibration {_calibration_text(cal)}" if engine.is_ideal else f"engine    {_engine_text(engine)}",
+        f"engine    {_engine_text(engine)}",
         f"memory    weights + KV at prompt + gen + the activation workspace of {_chunk_text(analysis.prefill_chunk)}",
     ] + _size_lines(first)
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
@@ -264,6 +260,8 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
 
 
 def _engine_text(engine) -> str:
+    if engine.is_ideal:
+        return "ideal bound (datasheet peaks, no overhead)"
     quantized = "".join(f", {fmt} GEMV x{e:.2g}" for fmt, e in engine.quantized_efficiency.items())
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
@@ -295,12 +293,3 @@ def _size_lines(first: dict) -> list[str]:
          f"{fmt_bytes(first['weight_bytes_per_gpu'])} per GPU"),
         f"{kv} per GPU, max batch {first['max_batch']} per replica",
     ]
-
-
-def _calibration_text(cal) -> str:
-    if cal.name == "ideal":
-        return "ideal bound (uncalibrated: datasheet peaks, no overhead)"
-    attention = (f", attention bandwidth x{cal.attention_bandwidth_efficiency:.3g} FLOP/s x{cal.attention_flops_efficiency:.3g}"
-                 if (cal.attention_bandwidth_efficiency, cal.attention_flops_efficiency) != (1, 1) else "")
-    return (f"{cal.name} (bandwidth x{cal.bandwidth_efficiency:g}{attention}, step overhead "
-            f"{fmt_seconds(cal.step_overhead_s)}, layer overhead {fmt_seconds(cal.layer_overhead_s)})")

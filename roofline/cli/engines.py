@@ -9,8 +9,27 @@ from pathlib import Path
 import yaml
 
 from ..engine import ENGINES_DIR, QUANTIZED, load_engine
-from ..engine_fit import accuracy, fit_engine, leave_one_out, pinning, summary
+from ..engine_fit import accuracy, fit_profile, leave_one_out, summary
 from ..published import PUBLISHED, errors, read_rows, rows_for
+
+
+# What `--calibration NAME` named before calibrations became engine profiles ('default': the one transferable fit).
+RENAMED = {"default": "harness", "cuda-nvidia-h100-80gb-hbm3": "harness", "cpu-amd-epyc-2-threads": "harness-cpu"}
+CALIBRATION_HELP = "deprecated: an engine profile now; use --engine (default -> harness, the H100 harness fit)"
+
+
+def engine_choice(args: argparse.Namespace) -> str | None:
+    """--engine, or the deprecated --calibration standing for it (with a note on stderr)."""
+    old = getattr(args, "calibration", None)
+    if old is None:
+        return args.engine
+    if args.engine is not None:
+        raise ValueError("--calibration and --engine: both set the achievable roofs; give --engine only "
+                         "(--calibration is deprecated)")
+    new = RENAMED.get(old, old)
+    print(f"roofline: note: --calibration is deprecated: a calibration is an engine profile now; "
+          f"use --engine {new}", file=sys.stderr)
+    return new
 
 
 def rows_of(engine, path: Path) -> list:
@@ -21,6 +40,19 @@ def rows_of(engine, path: Path) -> list:
     return chosen
 
 
+def writable_file(flag: str, path: Path) -> None:
+    """Refuse, in one line, a file path that cannot be written: tried now (and removed again if new)."""
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError as err:
+        raise ValueError(f"{flag} {str(path)!r}: cannot write there ({err.strerror}); give a file path in a "
+                         "writable folder") from None
+    if not existed:
+        path.unlink()
+
+
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", default=str(PUBLISHED), help="published rows (data/published/README.md)")
     parser.add_argument("--engine", required=True, help="bundled engine (data/engines) or YAML: its prior and fit list")
@@ -29,12 +61,15 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_fit(args: argparse.Namespace) -> int:
     """Fit an engine's physical parameters to measured rows, with leave-one-out error per family."""
+    if args.out:
+        writable_file("--out", Path(args.out))
     prior = load_engine(args.engine).prior()  # a fitted profile refits from its priors, not its last fit
     rows = rows_of(prior, Path(args.file))
-    fitted = fit_engine(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
+    result = fit_profile(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
                                                        f"(lines {', '.join(str(r.line) for r in rows)})")
+    fitted = result.engine
     document = fitted.as_document()
-    for name, pinned in pinning(fitted, rows, list(prior.fit)).items():
+    for name, pinned in result.ranges.items():
         entry = document[QUANTIZED][name.split(".", 1)[1]] if name.startswith(QUANTIZED + ".") else document[name]
         entry["range_68"] = [pinned.low, pinned.high]
         if pinned.weak:
@@ -62,13 +97,24 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Median and p90 of |predicted / measured - 1| per family: ideal, in-sample and leave-one-out."""
+    if args.plot:  # before any fit: a place the figure cannot go is known now, not after the computing
+        writable_file("--plot", Path(args.plot))
+    path = Path(args.file)
     names = args.engine or [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml")) if load_engine(p.stem).framework]
+    frameworks = {r.framework for r in read_rows(path)}
+    skipped = [] if args.engine else [n for n in names if not any(f.startswith(load_engine(n).framework)
+                                                                     for f in frameworks)]
+    if skipped:
+        print(f"roofline accuracy: no rows in {str(path)!r} for {', '.join(skipped)}: not scored", file=sys.stderr)
     report, points = {}, []
-    for name in names:
+    for name in [n for n in names if n not in skipped]:
         engine = load_engine(name)
-        scores = accuracy(engine, rows_of(engine, Path(args.file)))
+        scores = accuracy(engine, rows_of(engine, path))
         points.append(scores.pop("points"))
         report[engine.name] = scores
+    if not report:
+        raise ValueError(f"{str(path)!r}: no row's framework matches a bundled engine's; frameworks there: "
+                         f"{sorted(frameworks)}; pass --engine with a profile whose framework names them")
     if args.plot:
         import pandas as pd
 

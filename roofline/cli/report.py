@@ -1,6 +1,6 @@
 """`roofline report`: the study of one model on one or more devices, written to a directory.
 
-The I/O edge of `roofline.views.report` and `roofline.views.render`: parses arguments, reads calibration and measurement files,
+The I/O edge of `roofline.views.report` and `roofline.views.render`: parses arguments, reads harness fits and measurement files,
 draws a progress bar on stderr, and writes report.md, report.html, results.csv, results.json and
 the plot PNGs. Two runs with the same inputs give the same files apart from the 'Generated' line.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
+from ..engine import ENGINES_DIR, MEASURED, Engine, engine_from_document, read_engine_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from ..views.report import DEFAULTS, ValidationInput, build_study
@@ -22,6 +22,7 @@ from .analyze import add_experts, experts_of
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
+FITS_DIR = ENGINES_DIR
 MEASUREMENT_COLUMNS = ("model", *MEASURED_DIMS, "dtype", "phase", "batch", "context", "time_s")
 
 
@@ -59,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", default="bf16", help="weight dtype (bf16, fp8, int8, int4, ...)")
     parser.add_argument("--kv", default="bf16", help="KV-cache dtype")
     add_experts(parser)
-    parser.add_argument("--calibration", help="calibration YAML from `roofline fit` (default: data/calibration files "
-                                              "fitted for the report's hardware)")
+    parser.add_argument("--fit", metavar="FILE", help="a harness fit's engine profile, from `roofline fit` (default: "
+                        "the data/engines profiles a harness fit wrote for the report's hardware)")
+    parser.add_argument("--calibration", metavar="FILE", help="deprecated: the same as --fit")
     parser.add_argument("--measurements", action="append", help="measurement CSV from `roofline validate` (repeatable)")
     parser.add_argument("--engine", metavar="NAME|FILE", default=None,
                         help="an engine profile (data/engines) or YAML: adds its achievable times and the gap by term")
@@ -73,24 +75,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e", help="end-to-end target per request, seconds, for the plan section (optional)")
 
 
-def _reference(document: dict, path: Path) -> Hardware | None:
+def _reference(engine: Engine) -> Hardware | None:
     """The roofs the fractions apply to: a datasheet entry, or the measured ceilings ('measured')."""
-    hw_id = document.get("hardware")
-    if hw_id and hw_id != "measured":
-        return load_hardware(hw_id)
-    ceilings = document.get("measured_ceilings") or {}
+    if engine.hardware and engine.hardware != MEASURED:
+        return load_hardware(engine.hardware)
+    ceilings = engine.harness_fit.get("measured_ceilings") or {}
     if not ceilings.get("copy_bandwidth_bytes_per_s"):
         return None
-    name = (document.get("fit") or {}).get("device_name", "measured device")
+    name = engine.harness_fit.get("device_name", "measured device")
     return Hardware(id="measured", name=f"{name} (measured ceilings)", memory_bytes=1.0,
                     memory_bandwidth=float(ceilings["copy_bandwidth_bytes_per_s"]),
                     peak_flops={d: float(v) for d, v in (ceilings.get("matmul_flops_per_s") or {}).items()})
 
 
-def read_calibration(path: Path) -> tuple[Calibration, dict, Hardware | None]:
-    """The Calibration of a `roofline fit` file, the whole document, and the roofs its fractions apply to."""
-    document = read_calibration_file(path)
-    return calibration_from_dict(document, path.stem), document, _reference(document, path)
+def read_fit(path: Path) -> tuple[Engine, Hardware | None]:
+    """The engine profile a `roofline fit` wrote, and the roofs its fractions apply to."""
+    engine = engine_from_document(read_engine_file(path), f"harness fit {str(path)!r}", path.stem)
+    if not engine.harness_fit:
+        raise ValueError(f"harness fit {str(path)!r}: no harness_fit record (sources, ceilings); pass a profile "
+                         "that `roofline fit` wrote")
+    return engine, _reference(engine)
 
 
 def read_measurements(paths: list[Path]) -> pd.DataFrame:
@@ -111,8 +115,8 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
 
 
-def _sources(document: dict) -> list[Path]:
-    names = (document.get("fit") or {}).get("sources") or []
+def _sources(engine: Engine) -> list[Path]:
+    names = engine.harness_fit.get("sources") or []
     return [MEASUREMENTS_DIR / Path(n).name for n in names if (MEASUREMENTS_DIR / Path(n).name).is_file()]
 
 
@@ -124,41 +128,40 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _calibration_files() -> list[Path]:
-    if not CALIBRATION_DIR.is_dir():
-        return []
-    return sorted(CALIBRATION_DIR.glob("*.yaml"))
+def _fit_files() -> list[Path]:
+    """The bundled profiles a harness fit wrote (those with a harness_fit record)."""
+    return [p for p in sorted(FITS_DIR.glob("*.yaml")) if "harness_fit" in (read_engine_file(p) or {})]
 
 
 def _calibrated(path: Path, devices: list[Hardware], explicit: bool, files: list[Path] | None):
-    """(device, ValidationInput) for one calibration file, or None when it fits none of the devices."""
-    cal, document, reference = read_calibration(path)
-    target = document.get("hardware")
+    """(device, ValidationInput) for one harness fit, or None when it fits none of the devices."""
+    cal, reference = read_fit(path)
+    target = cal.hardware
     match = next((d for d in devices if d.id == target), None)
     if match is None and explicit:
-        if target not in (None, "measured"):
-            raise ValueError(f"calibration {str(path)!r}: fitted for hardware {target!r}, which is not in this "
+        if target not in ("", MEASURED):
+            raise ValueError(f"harness fit {str(path)!r}: fitted for hardware {target!r}, which is not in this "
                              f"report ({', '.join(d.id for d in devices)}); add --hardware {target}")
         match = devices[0]
     if match is None:
         return None
-    files = _sources(document) if files is None else files
+    files = _sources(cal) if files is None else files
     source = ", ".join(_shown(p) for p in [path, *files])
-    return match, ValidationInput(cal, reference or match, document.get("fit") or {}, read_measurements(files), source)
+    return match, ValidationInput(cal, reference or match, cal.harness_fit, read_measurements(files), source)
 
 
-def find_validation(hardware: list[str], calibration: str | None, measurements: list[str] | None) -> dict:
-    """hardware id -> ValidationInput: the calibration given (or those under data/calibration fitted for the
-    report's hardware, with the measurements they name); measurements given go with the first hardware."""
+def find_validation(hardware: list[str], fit_file: str | None, measurements: list[str] | None) -> dict:
+    """hardware id -> ValidationInput: the harness fit given (or the bundled ones fitted for the report's
+    hardware, with the measurements they name); measurements given go with the first hardware."""
     devices = [load_hardware(h) for h in hardware]
     files = [Path(m) for m in measurements] if measurements else None
     found, paths = {}, {}
-    for path in [Path(calibration)] if calibration else _calibration_files():
-        pair = _calibrated(path, devices, bool(calibration), files if calibration else None)
+    for path in [Path(fit_file)] if fit_file else _fit_files():
+        pair = _calibrated(path, devices, bool(fit_file), files if fit_file else None)
         if pair and pair[0].id not in found:
             found[pair[0].id], paths[pair[0].id] = pair[1], path
     first = devices[0]
-    if files and not calibration:
+    if files and not fit_file:
         found[first.id] = (_calibrated(paths[first.id], devices, False, files)[1] if first.id in found else
                            ValidationInput(None, first, {}, read_measurements(files), ", ".join(map(_shown, files))))
     return found
@@ -207,10 +210,15 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"out: {str(out)!r} exists and is not a directory")
-    for path in [args.calibration] + (args.measurements or []):
+    if args.calibration is not None:
+        if args.fit is not None:
+            raise ValueError("--calibration and --fit: give --fit only (--calibration is deprecated)")
+        print("roofline report: note: --calibration is deprecated; use --fit", file=sys.stderr)
+    fit = args.fit or args.calibration
+    for path in [fit] + (args.measurements or []):
         if path and not Path(path).is_file():
             raise ValueError(f"no such file {path!r}")
-    validation = find_validation(hardware, args.calibration, args.measurements)
+    validation = find_validation(hardware, fit, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
                         plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args),
                         experts=experts_of(args))

@@ -16,10 +16,12 @@ import numpy as np
 import sympy as sp
 
 from ..config import check_context, load_model
+from ..engine import load_engine
 from ..hardware import load_hardware
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
+from .engines import CALIBRATION_HELP, engine_choice
 
 
 def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
@@ -45,8 +47,7 @@ def _common(parser: argparse.ArgumentParser, model_default="llama-2-13b", prompt
     if prompt:
         parser.add_argument("--prompt", metavar="S", default="1024", help="tokens already in context (default %(default)s)")
     add_precision(parser)
-    parser.add_argument("--calibration", metavar="FILE|default", default=None,
-                        help="a calibration FILE or 'default' (none: the ideal bound)")
+    parser.add_argument("--calibration", metavar="NAME|FILE", default=None, help=CALIBRATION_HELP)
     parser.add_argument("--engine", metavar="NAME|FILE", default=None,
                         help="an engine profile (data/engines) or a YAML path: its achievable roofs and fixed costs")
     parser.add_argument("--allow-beyond-window", action="store_true",
@@ -58,9 +59,8 @@ def _tp(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", metavar="t", default="1", help="tensor-parallel degree (default %(default)s)")
 
 
-def _calibration(args):
-    from ..calibration import IDEAL, load_calibration
-    return IDEAL if args.calibration is None else load_calibration(args.calibration)
+def _engine(args):
+    return load_engine(engine_choice(args))
 
 
 def _plain(value):
@@ -106,9 +106,8 @@ def run_speculate(args: argparse.Namespace) -> int:
         draft = _number("--draft", args.draft, float, low=0, high=1, low_open=True)
     result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
                        batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
-                       precision=_precision(args), calibration=_calibration(args),
-                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window,
-                       engine=args.engine)
+                       precision=_precision(args), engine=_engine(args),
+                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -142,15 +141,12 @@ def _equation(expr) -> str:
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
     from ..serving import crossovers as x
-    if args.engine is not None:  # the closed forms are written for a calibration's roofs, not an engine's fixed costs
-        raise ValueError("--engine: crossovers are solved for the ideal or a --calibration's roofs; an engine's "
-                         "launch, host and collective latencies are not in their closed forms yet; use --calibration")
     config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
     prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
     check_context(config, prompt + gen, allow=args.allow_beyond_window)
     chunk = prefill_chunk(args.prefill_chunk)
-    given = {"calibration": _calibration(args), "tp": _number("--tp", args.tp, int, low=1)}
+    given = {"engine": _engine(args), "tp": _number("--tp", args.tp, int, low=1)}
     found = {"critical_batch": x.critical_batch(hw, precision, config),
              **({"expert_critical_batch": x.expert_critical_batch(config, hw, precision)} if config.n_experts else {}),
              "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
@@ -231,8 +227,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     check_context(config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
     work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
     result = simulate(config, load_hardware(args.hardware), work, args.policy, max_batch, block, chunk,
-                      _precision(args), calibration=_calibration(args), tp=_number("--tp", args.tp, int, low=1),
-                      progress=_progress_bar(requests), engine=args.engine)
+                      _precision(args), tp=_number("--tp", args.tp, int, low=1),
+                      progress=_progress_bar(requests), engine=_engine(args))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
               "requests": len(work.arrivals), "prompt_mean": prompt_mean, "output_mean": output_mean,
@@ -286,11 +282,11 @@ def run_parallel(args: argparse.Namespace) -> int:
         if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
             raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
         result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision,
-                                         calibration=_calibration(args), engine=args.engine)
+                                         engine=_engine(args))
         values = {**vars(result), "gpus": result.ep, "bubble_fraction": 0.0}
     else:
         result = analyze_pipeline(config, hw, degrees["pp"], degrees["microbatches"], batch, prompt, gen,
-                                  degrees["tp"], precision, calibration=_calibration(args), engine=args.engine)
+                                  degrees["tp"], precision, engine=_engine(args))
         values = vars(result)
     record = {"model": config.name, "hardware": hw.id, **degrees, "batch": batch, "prompt": prompt, "gen": gen,
               **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}

@@ -3,7 +3,7 @@
 An iteration is priced as selective batching runs it (Orca, Yu et al. OSDI 2022): every op that does
 not read the cache (projections, MLP, norms, head) runs once over the flattened tokens of all
 sequences; attention runs per sequence group (decoders at their contexts, each prefill chunk at its
-own). Each op is priced by the Deployment's step (calibration, corner, collectives and per-iteration
+own). Each op is priced by the Deployment's step (the engine's roofs, corner, collectives and per-iteration
 overheads included; collectives and overheads go with the flattened ops).
   static:     a batch of up to `max_batch` waiting requests, prompts padded to the longest, decoded
               until its longest output ends; every request returns when its batch does.
@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..calibration import IDEAL, Calibration
 from ..config import ModelConfig, load_model
 from ..deployment import Deployment
 from ..engine import Engine, load_engine
@@ -236,7 +235,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 
 def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
              max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
-             precision: Precision = Precision(), options: Options = Options(), calibration: Calibration = IDEAL,
+             precision: Precision = Precision(), options: Options = Options(),
              tp: int = 1, progress=None, engine: str | Engine | None = None) -> Result:
     """Serve `work` on one device; KV memory is what the weights leave free.
 
@@ -248,8 +247,7 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
         raise ValueError(f"block_size: must be >= 1 token, got {block_size!r}")
     if max_batch < 1:
         raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
-    d = Deployment(load_model(model), load_hardware(hardware), precision, options, calibration, tp=tp,
-                   engine=load_engine(engine))
+    d = Deployment(load_model(model), load_hardware(hardware), precision, options, load_engine(engine), tp=tp)
     cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
     free = d.hardware.memory_bytes - d.weight_bytes
     if free <= 0:

@@ -5,7 +5,7 @@ its value. The decode step is written exactly as the roofline prices it,
     t(B) = sum over ops of max(FLOPs_i(B) / peak_i, bytes_i(B) / bandwidth),
 which, for a dense model at a fixed context, is piecewise linear in B (each op a line per roof),
 plus the Deployment's collectives and fixed overheads (lines in B too). Every function takes the
-calibration and tensor-parallel degree and prices through that Deployment. Left out: a calibrated
+engine and tensor-parallel degree and prices through that Deployment. Left out: an engine's
 corner's rounding (the closed forms take the sharp max); MoE expert counts are nonlinear in B and
 solved numerically (bisection on the same costs), which the result says.
 """
@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from .. import derivations
-from ..calibration import IDEAL, Calibration
+from ..engine import Engine, load_engine
 from ..config import ATTENTION_KINDS, PARALLEL, ModelConfig
 from ..deployment import Deployment
 from ..evaluate import DEFAULT_PREFILL_CHUNK
@@ -100,14 +100,14 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
 
 
 def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-              gen: int = 0, options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1,
+              gen: int = 0, options: Options = Options(), engine: str | Engine | None = None, tp: int = 1,
               prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> Crossover:
     """Largest B with weights + B·(KV at prompt + gen tokens) + workspace <= memory (one GPU's), in closed form.
 
     The workspace is one prefill chunk's (roofline.evaluate.memory): fixed once the batch fills a chunk,
     which is where the largest batch lies whenever a chunk's worth of sequences fits.
     """
-    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
     per_sequence_kv = d.compiled.kv_cache_expr.xreplace({B: 1})
     solution = sp.solve(sp.Eq(W_bytes + B * per_sequence_kv + A_ws, M), B)[0]
     # The value is evaluate's (the one memory model); A_ws is the workspace at that batch.
@@ -124,14 +124,14 @@ def _widths(precision: Precision) -> dict:
 
 
 def _fixed_seconds(d: Deployment) -> sp.Expr:
-    """A decode step's collectives (lines in B) and the calibration's fixed overheads."""
+    """A decode step's collectives (lines in B) and the engine's fixed overheads."""
     return sum((seconds for _, _, seconds in d.collectives(B)), sp.Float(d.roofs.overhead_s))
 
 
 def decode_time_expr(config: ModelConfig, hw: Hardware, precision: Precision, prompt: int,
-                     options: Options = Options(), keep=(B,), calibration: Calibration = IDEAL, tp: int = 1) -> sp.Expr:
+                     options: Options = Options(), keep=(B,), engine: str | Engine | None = None, tp: int = 1) -> sp.Expr:
     """TPOT as the roofline prices it, with the symbols in `keep` left free (B, beta for bandwidth, b_kv)."""
-    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
     placed = phase_ops(d.local, options, DECODE)
     peaks, rates = _roofs(d, placed)
     values = {S: decode_context(prompt), **{s: v for s, v in _widths(precision).items() if s not in keep}}
@@ -152,10 +152,10 @@ def _roofs(d: Deployment, placed) -> tuple[list, list]:
     return d.roofs.peaks(kinds), rates
 
 
-def _lines(config, hw, precision, prompt, options, calibration=IDEAL, tp=1):
+def _lines(config, hw, precision, prompt, options, engine=None, tp=1):
     """Per op (compute intercept, slope; memory intercept, slope) in seconds, or None if not linear in B;
     the collectives and fixed overheads as one more row (the same line for both roofs)."""
-    d = Deployment(config, hw, precision, options, calibration, tp=tp)
+    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
     placed = phase_ops(d.local, options, DECODE)
     values = {S: decode_context(prompt), **_widths(precision)}
     lines = []
@@ -180,7 +180,7 @@ def _lines(config, hw, precision, prompt, options, calibration=IDEAL, tp=1):
 
 
 def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                     fraction: float = 0.9, options: Options = Options(), calibration: Calibration = IDEAL,
+                     fraction: float = 0.9, options: Options = Options(), engine: str | Engine | None = None,
                      tp: int = 1) -> Crossover:
     """Smallest batch whose decode tokens/s reach `fraction` of the asymptote B / t(B) -> 1 / g.
 
@@ -190,9 +190,9 @@ def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = P
     if not 0 < fraction < 1:
         raise ValueError(f"fraction: must be in (0, 1), got {fraction!r}")
     solution = sp.solve(sp.Eq(B / (t0 + t1 * B), f / g), B)[0]
-    lines = _lines(config, hw, precision, prompt, options, calibration, tp)
+    lines = _lines(config, hw, precision, prompt, options, engine, tp)
     if lines is None:
-        d = Deployment(config, hw, precision, options, calibration, tp=tp)
+        d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
         return _saturation_by_bisection(d, prompt, fraction, solution)
     c0, c1, m0, m1 = lines.T
     slope = float(np.sum(np.maximum(c1, m1)))
@@ -231,12 +231,12 @@ def _saturation_by_bisection(d: Deployment, prompt, fraction, solution) -> Cross
 
 
 def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                       options: Options = Options(), calibration: Calibration = IDEAL, tp: int = 1) -> dict:
+                       options: Options = Options(), engine: str | Engine | None = None, tp: int = 1) -> dict:
     """The napkin regime, every op memory-bound: t(B) = a + b·B, tokens/s = B / (a + b·B).
 
     a: bytes read once per step (weights) / bandwidth; b: bytes per sequence (KV, activations) / bandwidth.
     """
-    lines = _lines(config, hw, precision, prompt, options, calibration, tp)
+    lines = _lines(config, hw, precision, prompt, options, engine, tp)
     if lines is None:
         raise ValueError(f"model {config.name!r}: MoE decode bytes are not linear in the batch; no (a, b) model")
     a, b = sp.symbols("a b", positive=True)
@@ -248,12 +248,12 @@ def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision =
 
 
 def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                      gain: float = 0.1, options: Options = Options(), calibration: Calibration = IDEAL,
+                      gain: float = 0.1, options: Options = Options(), engine: str | Engine | None = None,
                       tp: int = 1) -> Crossover:
     """The batch beyond which doubling it raises memory-bound tokens/s by less than `gain`: a(1−f)/(2fb)."""
     if not 0 < gain < 1:
         raise ValueError(f"gain: must be in (0, 1), got {gain!r}")
-    model = memory_bound_model(config, hw, precision, prompt, options, calibration, tp)
+    model = memory_bound_model(config, hw, precision, prompt, options, engine, tp)
     expr = model["doubling_gain_below"]
     value = float(expr.xreplace({**model["given"], f: gain}))
     return Crossover("diminishing_batch", sp.Eq(B, expr), value, {**{str(k): v for k, v in model["given"].items()},
@@ -261,11 +261,11 @@ def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = 
 
 
 def elasticities(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), batch: int = 1,
-                 prompt: int = 1024, options: Options = Options(), calibration: Calibration = IDEAL,
+                 prompt: int = 1024, options: Options = Options(), engine: str | Engine | None = None,
                  tp: int = 1) -> dict[str, Crossover]:
     """d ln TPOT / d ln x for bandwidth, KV bytes per element (bits) and batch, at one point."""
-    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv), calibration=calibration, tp=tp)
-    point = {B: batch, beta: Deployment(config, hw, precision, options, calibration, tp=tp).roofs.bandwidth,
+    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv), engine=engine, tp=tp)
+    point = {B: batch, beta: Deployment(config, hw, precision, options, load_engine(engine), tp=tp).roofs.bandwidth,
              b_kv: precision.kv_bytes}
     out = {}
     for name, symbol in (("bandwidth", beta), ("kv_bits", b_kv), ("batch", B)):

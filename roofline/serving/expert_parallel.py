@@ -7,7 +7,7 @@ routing of the batch's B·T tokens, a GPU's expert work is 1/e of the whole batc
 rows, and (E/e)·(1 − (1 − k/E)^(B·T)) distinct experts read, never all E/e at batch 1. Around each
 MoE layer a dispatch and a combine all-to-all move the rows whose expert lives on another GPU:
 (B·T/e)·k·D·b_a·(e−1)/e bytes sent per GPU each, priced latency + bytes / link bandwidth (every GPU
-sends at once on a switched fabric). The Deployment prices it all (ep=e), calibration included.
+sends at once on a switched fabric). The Deployment prices it all (ep=e), the engine included.
 Left out: combining EP with TP or PP, de-duplicating a token sent to two experts on one GPU, routing
 imbalance and capacity factors, overlap of communication with compute.
 """
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from ..calibration import IDEAL, Calibration
 from ..config import MOE, ModelConfig, load_model
 from ..deployment import Deployment
 from ..engine import Engine, load_engine
@@ -61,7 +60,7 @@ class ExpertParallelResult:
 
 def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, ep: int = 1, batch: int = 1,
                             prompt: int = 1024, gen: int = 128, precision: Precision = Precision(),
-                            options: Options = Options(), calibration: Calibration = IDEAL,
+                            options: Options = Options(),
                             engine: str | Engine | None = None) -> ExpertParallelResult:
     """Decode of `batch` sequences with `prompt` tokens cached, experts spread over `ep` GPUs."""
     config, hw = load_model(model), load_hardware(hardware)
@@ -73,7 +72,7 @@ def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, 
         raise ValueError(f"ep: model {config.name!r} has no MoE layers to spread")
     if config.n_experts % ep or batch % ep:
         raise ValueError(f"ep: {ep} must divide the {config.n_experts} experts and the batch of {batch}")
-    d = Deployment(config, hw, precision, options, calibration, ep=ep, engine=load_engine(engine))
+    d = Deployment(config, hw, precision, options, load_engine(engine), ep=ep)
     step = d.step(DECODE, float(batch), float(decode_context(prompt)))
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..calibration import IDEAL, Calibration
+from ..engine import Engine, load_engine
 from ..config import ModelConfig, load_model
 from ..deployment import Deployment
 from ..hardware import Hardware, load_hardware
@@ -123,18 +123,18 @@ def shared_prefix_blocks(prefix: int, suffixes, block: int) -> dict[str, int]:
 
 
 def thought_tree(model: str | ModelConfig, hardware: str | Hardware, width: int, prefix: int, steps: int,
-                 precision: Precision = Precision(), calibration: Calibration = IDEAL, tp: int = 1) -> dict[str, dict]:
+                 precision: Precision = Precision(), engine: str | Engine | None = None, tp: int = 1) -> dict[str, dict]:
     """W branches decoding `steps` tokens after a shared prefix, three ways; seconds and KV bytes of each.
 
     shared_cache: one prefill of the prefix, then W sequences decode as one batch over a shared cache
                   (each branch still reads the prefix's keys: paged attention, no cascade kernel).
     no_cache:     every step reruns the full sequences of all W branches (T = S, padded to the longest).
     independent:  W requests, each prefilling the prefix and keeping its own cache.
-    Steps are priced by the Deployment (calibration and tensor parallelism included); KV bytes are one GPU's.
+    Steps are priced by the Deployment (the engine and tensor parallelism included); KV bytes are one GPU's.
     """
     if width < 1 or prefix < 1 or steps < 1:
         raise ValueError(f"thought_tree: width, prefix and steps must be >= 1, got {width}, {prefix}, {steps}")
-    d = Deployment(load_model(model), load_hardware(hardware), precision, calibration=calibration, tp=tp)
+    d = Deployment(load_model(model), load_hardware(hardware), precision, engine=load_engine(engine), tp=tp)
 
     def seconds(phase, batch, context):
         return np.asarray(d.step(phase, float(batch), np.asarray(context, dtype=float)).total_s, dtype=float)

@@ -13,7 +13,7 @@ m micro-batches:
 So at m = 1 the pipeline adds (p−1) hand-offs to TPOT and only relieves memory; micro-batches fill
 the stages, but in weight-bound decode each micro-batch re-reads the stage's weights, so the gain
 comes from the larger batch the freed memory admits. Stage times are rows of the Deployment's step
-(calibration, its corner and overheads included: a layer's overhead on its stage, the per-step one on
+(the engine's roofs, its corner and overheads included: a layer's overhead on its stage, the per-step one on
 every stage's GPU). Left out: the sampled token's trip back to the first stage, activation workspace
 in memory, interleaved (virtual) stages.
 """
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..calibration import IDEAL, Calibration
 from ..config import ModelConfig, load_model
 from ..engine import Engine, load_engine
 from ..deployment import OVERHEAD_GROUP, Deployment
@@ -105,7 +104,7 @@ class PipelineResult:
 def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int = 1, microbatches: int = 1,
                      batch: int = 1, prompt: int = 1024, gen: int = 128, tp: int = 1,
                      precision: Precision = Precision(), options: Options = Options(),
-                     calibration: Calibration = IDEAL, engine: str | Engine | None = None) -> PipelineResult:
+                     engine: str | Engine | None = None) -> PipelineResult:
     """Decode of `batch` sequences with `prompt` tokens cached on tp × pp GPUs, m micro-batches in flight."""
     config, hw = load_model(model), load_hardware(hardware)
     pp, microbatches, batch = whole("pp", pp), whole("microbatches", microbatches), whole("batch", batch)
@@ -113,7 +112,7 @@ def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int
     if batch % microbatches:
         raise ValueError(f"microbatches: {microbatches} does not divide the batch of {batch}")
     micro = batch // microbatches
-    d = Deployment(config, hw, precision, options, calibration, tp=tp, pp=pp, engine=load_engine(engine))
+    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp, pp=pp)
     stages, transfer = stage_seconds(d, micro, decode_context(prompt))
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)

@@ -5,7 +5,7 @@ Transformers via Speculative Decoding", eq. 1): a pass yields (1 − α^(γ+1)) 
 expectation (γ + 1 at α = 1), never γα + 1. An iteration costs γ draft decode steps plus one target
 pass of T = γ + 1 query tokens against the cached context, priced by the same roofline as decode:
 nearly free while the step is memory-bound, not free once B·(γ+1) tokens make the matmuls
-compute-bound. Both models run on the same Deployment (tensor parallelism and calibration included;
+compute-bound. Both models run on the same Deployment (tensor parallelism and the engine included;
 the draft is split tp ways too). Left out: the draft's KV-cache memory, rejection-sampling arithmetic,
 tree drafts.
 """
@@ -16,7 +16,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import sympy as sp
 
-from ..calibration import IDEAL, Calibration
 from ..compiled import CompiledPhase, compile_queries
 from ..config import MOE, ModelConfig, check_context, load_model
 from ..deployment import Deployment
@@ -101,7 +100,7 @@ def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
 
 def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
               alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
-              options: Options = Options(), calibration: Calibration = IDEAL, max_gamma: int = MAX_GAMMA,
+              options: Options = Options(), max_gamma: int = MAX_GAMMA,
               tp: int = 1, allow_beyond_window: bool = False, engine: str | Engine | None = None) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
@@ -114,8 +113,7 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     for name, value in (("batch", batch), ("prompt", prompt)):
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
-    d = Deployment(load_model(target), load_hardware(hardware), precision, options, calibration, tp=tp,
-                   engine=load_engine(engine))
+    d = Deployment(load_model(target), load_hardware(hardware), precision, options, load_engine(engine), tp=tp)
     check_context(d.config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 

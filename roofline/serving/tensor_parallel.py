@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy as sp
 
 from ..bounds import total
-from ..calibration import IDEAL, Calibration
+from ..engine import Engine, load_engine
 from ..config import ModelConfig, load_model
 from .crossovers import Crossover
 from ..deployment import Deployment
@@ -22,7 +22,7 @@ t_sym = sp.Symbol("t", positive=True)
 
 
 def tp_crossovers(model: str | ModelConfig, hardware: str | Hardware, batch: int = 1, prompt: int = 1024,
-                  precision: Precision = Precision(), calibration: Calibration = IDEAL) -> dict[str, Crossover]:
+                  precision: Precision = Precision(), engine: str | Engine | None = None) -> dict[str, Crossover]:
     """TP degrees where all-reduces cancel the memory time saved, and where decode is fastest.
 
     With m one GPU's decode memory time (at the calibrated bandwidth) and comm(t) = 2L[λ + 2(t−1)/t · X/β], X = B·D·b_a:
@@ -39,7 +39,7 @@ def tp_crossovers(model: str | ModelConfig, hardware: str | Hardware, batch: int
     slope = sp.factor(sp.diff(m / t_sym + comm, t_sym) * t_sym ** 2)  # sign of d TPOT / dt
     fastest = sp.Piecewise((sp.oo, slope < 0), (1, True))
     bandwidth, latency, assumed = link(hw)
-    single = Deployment(config, hw, precision, calibration=calibration).step(DECODE, float(batch),
+    single = Deployment(config, hw, precision, engine=load_engine(engine)).step(DECODE, float(batch),
                                                                             float(decode_context(prompt)))
     given = {m: float(total(single.memory_s)), L_: config.n_layers,
              X: batch * config.d_model * precision.activation_bytes, beta: bandwidth, lam: latency}

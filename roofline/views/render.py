@@ -131,7 +131,7 @@ def _provenance(study: Study) -> list:
                ("table", pd.DataFrame(widths, columns=["tensor", "dtype", "bytes per element (scales included)"])),
                ("p", (f"Batches {', '.join(map(str, inputs['batch']))}; prompt P = {inputs['prompt']} tokens; "
                       f"G = {inputs['gen']} generated tokens. Options: {asdict(study.devices[0].analysis.options)}. "
-                      "Roofs: datasheet peaks (ideal bound; a calibration, if given, is used only in section 7).")),
+                      "Roofs: datasheet peaks (ideal bound; a harness fit, if given, is used only in section 7).")),
                ("p", "Software: " + ", ".join(f"{k} {v}" for k, v in study.software.items()) + "."),
                ("h", 3, "Definitions"),
                ("list", [f"{k}: {v}" for k, v in {**METRIC_DEFINITIONS, **EXTRA_DEFINITIONS}.items()])]
@@ -276,19 +276,19 @@ def _validation_blocks(study: Study) -> list:
     for dev in study.devices:
         blocks.append(("h", 3, dev.hardware.name))
         if dev.validation is None:
-            blocks.append(("p", f"No measurements or calibration for this hardware ({dev.hardware.id})."))
+            blocks.append(("p", f"No measurements or harness fit for this hardware ({dev.hardware.id})."))
             continue
         given, comparison = dev.validation.given, dev.validation.comparison
         blocks.append(("p", f"From {given.source}; roofs relative to {given.reference.name} ({given.reference.id})."))
-        if given.calibration is not None:
-            blocks += [("p", "Fitted parameters"), ("table", pd.DataFrame(
-                [(k, json.dumps(v, sort_keys=True)) for k, v in asdict(given.calibration).items()],
+        if given.engine is not None:
+            blocks += [("p", f"Fitted parameters ({given.engine.name})"), ("table", pd.DataFrame(
+                [(k, json.dumps(v, sort_keys=True)) for k, v in given.engine.parameters().items()],
                 columns=["parameter", "value"]))]
         blocks += _fit_tables(given.fit)
         if comparison is None:
             blocks.append(("p", "No measurements to compare with."))
             continue
-        which = "calibrated" if given.calibration else "ideal"
+        which = "calibrated" if given.engine else "ideal"
         error = comparison["error"].abs()
         blocks += [("p", (f"{len(error)} measurements (the measured model's own config); median |error| of the "
                           f"{which} prediction {error.median():.1%}, worst {error.max():.1%}.")),
@@ -469,7 +469,7 @@ def results_json(study: Study) -> str:
             "metrics": dev.analysis.metrics, "napkin": napkin_columns(dev.analysis.metrics, hw), "op_tables": ops,
             "crossovers": dev.crossovers, "sensitivities": dev.sensitivities, "whatifs": dev.whatifs,
             "validation": None if v is None else {
-                "calibration": asdict(v.given.calibration) if v.given.calibration else None, "fit": v.given.fit,
+                "calibration": v.given.engine.parameters() if v.given.engine else None, "fit": v.given.fit,
                 "reference": v.given.reference.id, "source": v.given.source, "comparison": v.comparison},
         })
     data = {"inputs": study.inputs, "config": asdict(study.config), "precision": asdict(study.precision),

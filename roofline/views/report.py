@@ -21,8 +21,7 @@ import sympy as sp
 from .. import __version__, constant_state, derivations
 from ..serving import crossovers
 from ..api import Analysis, analyze, sweep
-from ..calibration import IDEAL, Calibration
-from ..engine import load_engine
+from ..engine import IDEAL, Engine, load_engine
 from ..engine_fit import accuracy
 from ..published import rows_for
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, load_model, measured_config
@@ -41,12 +40,12 @@ SCAN_LIMIT = 8192  # crossovers are searched over every whole batch / prompt up 
 
 @dataclass(frozen=True)
 class ValidationInput:
-    """A calibration (fractions of `reference`'s roofs, plus overheads) and/or measured step times.
+    """A harness fit's engine profile (fractions of `reference`'s roofs, plus overheads) and/or measured step times.
 
     fit: what the fit reported (held-out error per phase, sources), shown as given.
     measurements: rows of the validation CSVs (model dims, dtype, phase, batch, context, time_s).
     """
-    calibration: Calibration | None
+    engine: Engine | None
     reference: Hardware
     fit: dict
     measurements: pd.DataFrame | None
@@ -269,12 +268,12 @@ def _validation(given: ValidationInput) -> Validation:
         precision, metric = Precision(dtype, dtype, kv), "tpot_s" if phase == "decode" else "ttft_s"
         run = {"batch": group["batch"].to_numpy(), "prompt": int(context), "gen": 1, "precision": precision}
         ideal = analyze(config, given.reference, **run).metrics[metric].to_numpy()
-        fitted = analyze(config, given.reference, calibration=given.calibration or IDEAL, **run).metrics[metric]
+        fitted = analyze(config, given.reference, engine=given.engine or IDEAL, **run).metrics[metric]
         parts.append(group[["model", "dtype", "phase", "batch", "context"]].assign(
             measured_s=group["time_s"].to_numpy(), ideal_s=ideal, calibrated_s=fitted.to_numpy()))
     comparison = pd.concat(parts).sort_values(["model", "dtype", "phase", "context", "batch"], kind="stable")
     comparison = comparison.reset_index(drop=True)
-    predicted = comparison["calibrated_s"] if given.calibration else comparison["ideal_s"]
+    predicted = comparison["calibrated_s"] if given.engine else comparison["ideal_s"]
     comparison["error"] = predicted / comparison["measured_s"] - 1
     return Validation(given, comparison)
 
@@ -373,7 +372,7 @@ def _figures(study: Study) -> dict[str, bytes]:
                 f"{study.config.name} on {dev.hardware.name}, B={int(row['batch'])}: ideal to {inputs['engine']}")
         if dev.validation and dev.validation.comparison is not None:
             comparison = dev.validation.comparison
-            which = "calibrated_s" if dev.validation.given.calibration else "ideal_s"
+            which = "calibrated_s" if dev.validation.given.engine else "ideal_s"
             figures[figure_name("measured-vs-predicted", dev.hardware.id)] = plots.measured_vs_predicted(
                 comparison.assign(predicted_s=comparison[which], label=comparison["phase"]),
                 f"Measured vs predicted ({which[:-2]})\n{dev.validation.given.reference.name}")

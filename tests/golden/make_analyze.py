@@ -15,12 +15,12 @@ from roofline.cli import main
 GOLDEN = Path(__file__).with_name("analyze.json")
 DEVICES = ("h100-sxm", "a100-80gb", "h200")
 MODELS = sorted(p.stem for p in (Path(__file__).parents[2] / "data" / "models").glob("*.json"))
-# Beyond the defaults: tensor parallelism with replicas, and a calibration with overheads.
+# Beyond the defaults: tensor parallelism with replicas, and a harness fit (an engine profile) with overheads.
 EXTRA = (("llama-2-13b", "h100-sxm", ("--tp", "2", "--replicas", "2")),
          ("llama-3-8b", "h100-sxm", ("--tp", "4",)),
          ("mixtral-8x7b", "h100-sxm", ("--tp", "2",)),
          ("deepseek-v2-lite", "h100-sxm", ("--tp", "2",)),
-         ("llama-2-7b", "cpu", ("--calibration", "cpu-amd-epyc-2-threads")))
+         ("llama-2-7b", "cpu", ("--engine", "harness-cpu")))
 
 
 def cases() -> list[tuple[str, str, tuple]]:
