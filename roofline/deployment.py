@@ -14,18 +14,19 @@ collectives, and its per-request cost is in TTFT (roofline.evaluate).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
 from .calibration import IDEAL, Calibration
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
-from .config import MOE, ModelConfig
+from .config import MOE, ModelConfig, load_model
 from .engine import IDEAL as IDEAL_ENGINE
-from .engine import Engine
-from .hardware import Hardware
-from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
+from .engine import Engine, load_engine
+from .hardware import Hardware, load_hardware
+from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
+                    routed_parameter_count)
 from .precision import Precision
 from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, shard,
                        stage_layers, stage_memory_bytes, whole)
@@ -76,6 +77,23 @@ class Deployment:
     ceilings: Ceilings | None = None
     # What a serving engine reaches: its roofs replace the calibration's, its latencies are step rows.
     engine: Engine = IDEAL_ENGINE
+
+    @classmethod
+    def of(cls, model: str | ModelConfig, hardware: str | Hardware, *, weights: str = "bf16", kv: str = "bf16",
+           activations: str = "bf16", experts: str | None = None, precision: Precision | None = None,
+           engine: str | Engine | None = None, calibration: Calibration = IDEAL, options: Options | None = None,
+           tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1, ceilings: Ceilings | None = None,
+           **overrides) -> Deployment:
+        """The one place names and files become objects: a bundled name or path for the model, the device
+        and the engine, dtype names for the formats (or a whole `precision`), architecture what-ifs as
+        `overrides` (n_kv_heads=8, ...). A what-if on the result is dataclasses.replace(d, ...)."""
+        config = load_model(model)
+        if overrides:
+            config = config.with_overrides(**overrides)
+        if precision is None:
+            precision = Precision(weights=weights, kv=kv, activations=activations, experts=experts)
+        return cls(config, load_hardware(hardware), precision, options or Options(), calibration, tp=tp, pp=pp, ep=ep,
+                   replicas=replicas, ceilings=ceilings, engine=load_engine(engine))
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
@@ -155,6 +173,13 @@ class Deployment:
         """(bandwidth, latency) of one collective hop: the engine's latency where its profile has one."""
         bandwidth, latency, _ = link(self.hardware)
         return bandwidth, latency if self.engine.allreduce_latency_s is None else self.engine.allreduce_latency_s
+
+    @property
+    def whole_model_params(self) -> tuple[float, float]:
+        """(parameters, routed-expert parameters) of the whole model, every shard together."""
+        if self.tp == 1:
+            return float(self.compiled.params), float(self.compiled.routed_params)
+        return _whole_model_params(self.config)
 
     @property
     def weight_bytes(self) -> float:
@@ -269,6 +294,12 @@ class Deployment:
         if cm.decode_context_per_sequence:
             summed = summed * batch
         return steps * fixed + summed
+
+
+@lru_cache(maxsize=64)
+def _whole_model_params(config: ModelConfig) -> tuple[float, float]:
+    """Counted once per model: a split deployment's shards do not add up to it (replicated norms, KV heads)."""
+    return float(parameter_count(config)), float(routed_parameter_count(config))
 
 
 def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: StepTimes, fixed: list,
