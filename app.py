@@ -19,8 +19,8 @@ import pandas as pd
 import streamlit as st
 import sympy as sp
 
-from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Hardware, ModelConfig, Options, Precision, analyze,
-                      bundled_hardware, bundled_models, derivations, load_model, sweep)
+from roofline import (METRIC_DEFINITIONS, Analysis, Calibration, Deployment, Hardware, ModelConfig, Options, Precision,
+                      analyze, bundled_hardware, bundled_models, derivations, load_model, sweep)
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline import calibration as calibrations
@@ -97,21 +97,18 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 
 @st.cache_resource(show_spinner=False)
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
-                    options: Options, calibration: Calibration, tp: int, prefill_chunk: int | None) -> list:
+                    options: Options, calibration: Calibration, engine: str, tp: int, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
+    d = Deployment.of(config, hardware, precision=precision, options=options, calibration=calibration, engine=engine,
+                      tp=tp)
     quantities = (
-        ("Critical batch: weight matmuls turn compute-bound",
-         lambda: crossovers.critical_batch(hardware, precision, config)),
+        ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(d)),
         *([("Expert critical batch: each touched routed expert sees the critical batch",
-            lambda: crossovers.expert_critical_batch(config, hardware, precision))] if config.n_experts else []),
-        ("Context where one sequence's KV read equals the weights",
-         lambda: crossovers.kv_equals_weights_context(config, precision)),
-        ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, calibration, tp, prefill_chunk)),
-        ("Batch reaching 90% of the decode throughput asymptote",
-         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, calibration, tp)),
-        ("Batch beyond which doubling it gains < 10% tokens/s",
-         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options, calibration, tp)),
+            lambda: crossovers.expert_critical_batch(d))] if config.n_experts else []),
+        ("Context where one sequence's KV read equals the weights", lambda: crossovers.kv_equals_weights_context(d)),
+        ("Memory wall: the largest batch that fits", lambda: crossovers.max_batch(d, prompt, gen, prefill_chunk)),
+        ("Batch reaching 90% of the decode throughput asymptote", lambda: crossovers.saturation_batch(d, prompt, 0.9)),
+        ("Batch beyond which doubling it gains < 10% tokens/s", lambda: crossovers.diminishing_batch(d, prompt, 0.1)),
     )
     rows = []
     for title, solve in quantities:
@@ -447,16 +444,20 @@ def headline(analysis: Analysis) -> None:
                   f"{fmt_bytes(m['weight_bytes_per_gpu'])} per GPU, " if m["tp"] > 1 else
                   f"{fmt_count(m['params'])} parameters, weights {fmt_bytes(m['weight_bytes'])}, ") +
                f"KV {fmt_bytes(m['kv_bytes_per_token'])}/token; prefill {m['prefill_bound']}-bound; "
-               f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; calibration: {analysis.calibration.name}.")
+               f"lecture napkin TPOT {fmt_seconds(m['napkin_tpot_s'])}; {achievable_roofs(analysis)}.")
+
+
+def achievable_roofs(analysis: Analysis) -> str:
+    """Whose roofs the times are at: the engine's when one is picked (it replaces the calibration)."""
+    engine = analysis.deployment.engine
+    return f"engine: {engine.name}" if not engine.is_ideal else f"calibration: {analysis.calibration.name}"
 
 
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
     spec = setup.speculation
     try:
-        result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
-                                       batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
-                                       options=analysis.options, calibration=analysis.calibration,
-                                       tp=analysis.deployment.tp, allow_beyond_window=True)
+        result = speculation.speculate(analysis.deployment, spec["draft"], spec["gamma"], spec["alpha"],
+                                       batch=setup.batch, prompt=setup.prompt, allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
         return
@@ -475,13 +476,6 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
 
 # ---- pages ----
 
-def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
-    """The analysis of the configuration shown, at other batch sizes."""
-    return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
-                   precision=analysis.precision, options=analysis.options, calibration=analysis.calibration,
-                   allow_beyond_window=True, prefill_chunk=analysis.prefill_chunk, **setup.parallel)
-
-
 def page_roofline(analysis: Analysis, setup: Setup) -> None:
     ops = analysis.op_table(setup.batch, setup.prompt)
     title = f"{analysis.config.name} on {analysis.hardware.name}: B={setup.batch}, S={setup.prompt}"
@@ -494,7 +488,7 @@ def page_roofline(analysis: Analysis, setup: Setup) -> None:
 def page_latency(analysis: Analysis, setup: Setup) -> None:
     wall = int(analysis.metrics["max_batch"].iloc[0])
     batches = sorted({*CURVE_BATCHES.tolist(), setup.batch, wall, wall + 1} - {0})
-    curve = same_setup(analysis, setup, batches).metrics
+    curve = analysis.at(batches).metrics
     label = f"{analysis.config.name} on {analysis.hardware.name}"
     st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,),
                         title=f"TPOT vs tokens/s over batch, S={setup.prompt}+{setup.gen} (dashed: does not fit)"))
@@ -509,7 +503,7 @@ def page_latency(analysis: Analysis, setup: Setup) -> None:
 
 def page_memory(analysis: Analysis, setup: Setup) -> None:
     wall = int(analysis.metrics["max_batch"].iloc[0])
-    metrics = same_setup(analysis, setup, sorted({1, setup.batch, wall} - {0})).metrics
+    metrics = analysis.at(sorted({1, setup.batch, wall} - {0})).metrics
     capacity = {analysis.hardware.name: analysis.hardware.memory_bytes}
     st.image(figure_png("memory_breakdown", metrics, capacity,
                         title=f"{analysis.config.name}: memory at S={setup.prompt}+{setup.gen} tokens (B = 1, yours, the wall)"))
@@ -573,7 +567,7 @@ def page_regime(analysis: Analysis, setup: Setup) -> None:
     frame = sweep(analysis.config, analysis.hardware, batch=REGIME_BATCHES, context=REGIME_CONTEXTS, gen=(setup.gen,),
                   weights=p.weights, kv=p.kv, activations=p.activations, experts=p.experts, options=analysis.options,
                   calibration=analysis.calibration, prefill=False, prefill_chunk=analysis.prefill_chunk,
-                  **setup.parallel)
+                  engine=analysis.deployment.engine, **setup.parallel)
     lines = derivation(analysis.config, analysis.hardware, p)
     windowed = bool({WINDOW, CHUNKED} & set(analysis.config.layer_attention))  # KV reads that stop growing
     st.image(figure_png("regime_map", frame, ((setup.batch, setup.prompt),),
@@ -617,9 +611,11 @@ def page_derivation(analysis: Analysis, setup: Setup) -> None:
     st.latex(rf"\text{{params}} = {sp.latex(napkin['params_formula'])} = {int(napkin['params']):,}")
     st.latex(rf"\text{{memory}}(B, S) = {sp.latex(sp.N(napkin['memory'], 4))}\ \text{{bytes}},\quad "
              rf"\text{{TPOT}}(B, S) = {sp.latex(sp.N(napkin['latency'], 4))}\ \text{{s}}")
-    st.markdown("**Crossovers** of this configuration (its calibration and tensor parallelism; `roofline.serving.crossovers`):")
+    st.markdown("**Crossovers** of this configuration (its engine or calibration and tensor parallelism; "
+                "`roofline.serving.crossovers`):")
     for title, result in crossover_table(analysis.config, analysis.hardware, analysis.precision, setup.prompt,
-                                         setup.gen, analysis.options, analysis.calibration, analysis.deployment.tp,
+                                         setup.gen, analysis.options, analysis.calibration,
+                                         analysis.deployment.engine.name, analysis.deployment.tp,
                                          analysis.prefill_chunk):
         if isinstance(result, str):
             st.markdown(f"- {title}: not defined here ({result})")
@@ -665,15 +661,14 @@ def compare_table(a: dict, b: dict) -> pd.DataFrame:
 
 def page_compare(analysis: Analysis, setup: Setup) -> None:
     st.markdown("**A** is the sidebar's configuration; **B** is A with the changes picked here (e.g. KV heads 8 for "
-                "MHA → GQA-8, KV cache int8, hardware H200), at the same workload, parallelism and calibration.")
+                "MHA → GQA-8, KV cache int8, hardware H200), at the same workload, parallelism, engine and calibration.")
     base, hardware, precision, overrides = compare_controls(analysis)
     if (base, hardware, precision, overrides) == (analysis.config, analysis.hardware, analysis.precision, {}):
         st.info("B is still A: pick what B changes above.")
         return
     try:
-        other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
-                        options=setup.options, calibration=analysis.calibration, allow_beyond_window=True,
-                        prefill_chunk=analysis.prefill_chunk, **setup.parallel, **overrides)
+        other = analysis.what_if(config=base.with_overrides(**overrides) if overrides else base, hardware=hardware,
+                                 precision=precision)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
         return

@@ -79,6 +79,11 @@ class Analysis:
         """The same deployment, workload and prefill chunk at other batch sizes."""
         return analysis_of(self.deployment, batch, self.prompt, self.gen, self.prefill_chunk)
 
+    def what_if(self, **changes) -> Analysis:
+        """The analysis of dataclasses.replace(deployment, **changes) at the same batches and workload."""
+        return analysis_of(replace(self.deployment, **changes), self.metrics["batch"].to_numpy(), self.prompt,
+                           self.gen, self.prefill_chunk)
+
     def records(self) -> list[dict]:
         rows = self.metrics.to_dict(orient="records")
         return [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()} for row in rows]

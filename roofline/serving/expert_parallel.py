@@ -18,15 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from ..calibration import IDEAL, Calibration
-from ..config import MOE, ModelConfig, load_model
+from ..config import MOE
 from ..deployment import Deployment
-from ..engine import Engine, load_engine
-from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context
+from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
-from ..precision import Precision
-from ..sharding import is_routed
+from ..sharding import is_routed, whole
 from ..symbols import B, D, E, T, b_a, k
 
 ep_sym = sp.Symbol("e_p", positive=True)  # expert-parallel GPUs
@@ -59,21 +55,17 @@ class ExpertParallelResult:
     link_latency_assumed: bool
 
 
-def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, ep: int = 1, batch: int = 1,
-                            prompt: int = 1024, gen: int = 128, precision: Precision = Precision(),
-                            options: Options = Options(), calibration: Calibration = IDEAL,
-                            engine: str | Engine | None = None) -> ExpertParallelResult:
-    """Decode of `batch` sequences with `prompt` tokens cached, experts spread over `ep` GPUs."""
-    config, hw = load_model(model), load_hardware(hardware)
-    for name, value in (("ep", ep), ("batch", batch), ("prompt", prompt), ("gen", gen)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+def analyze_expert_parallel(d: Deployment, batch: int = 1, prompt: int = 1024, gen: int = 128
+                            ) -> ExpertParallelResult:
+    """Decode of `batch` sequences with `prompt` tokens cached, experts spread over the Deployment's `ep` GPUs."""
+    config, hw, ep, precision = d.config, d.hardware, d.ep, d.precision
+    for name, value in (("batch", batch), ("prompt", prompt), ("gen", gen)):
+        whole(name, value)
     moe_layers = config.layer_mlp.count(MOE)
     if not moe_layers:
         raise ValueError(f"ep: model {config.name!r} has no MoE layers to spread")
     if config.n_experts % ep or batch % ep:
         raise ValueError(f"ep: {ep} must divide the {config.n_experts} experts and the batch of {batch}")
-    d = Deployment(config, hw, precision, options, calibration, ep=ep, engine=load_engine(engine))
     step = d.step(DECODE, float(batch), float(decode_context(prompt)))
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}

@@ -23,13 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..calibration import IDEAL, Calibration
-from ..config import ModelConfig, load_model
-from ..engine import Engine, load_engine
+from ..config import ModelConfig
 from ..deployment import OVERHEAD_GROUP, Deployment
-from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context, layer_group
-from ..precision import Precision
+from ..model import DECODE, decode_context, layer_group
 from ..sharding import whole
 
 
@@ -102,18 +98,16 @@ class PipelineResult:
     link_latency_assumed: bool
 
 
-def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int = 1, microbatches: int = 1,
-                     batch: int = 1, prompt: int = 1024, gen: int = 128, tp: int = 1,
-                     precision: Precision = Precision(), options: Options = Options(),
-                     calibration: Calibration = IDEAL, engine: str | Engine | None = None) -> PipelineResult:
-    """Decode of `batch` sequences with `prompt` tokens cached on tp × pp GPUs, m micro-batches in flight."""
-    config, hw = load_model(model), load_hardware(hardware)
-    pp, microbatches, batch = whole("pp", pp), whole("microbatches", microbatches), whole("batch", batch)
+def analyze_pipeline(d: Deployment, microbatches: int = 1, batch: int = 1, prompt: int = 1024,
+                     gen: int = 128) -> PipelineResult:
+    """Decode of `batch` sequences with `prompt` tokens cached on the Deployment's tp × pp GPUs, m micro-batches
+    in flight."""
+    hw, tp, pp = d.hardware, d.tp, d.pp
+    microbatches, batch = whole("microbatches", microbatches), whole("batch", batch)
     prompt, gen = whole("prompt", prompt), whole("gen", gen)
     if batch % microbatches:
         raise ValueError(f"microbatches: {microbatches} does not divide the batch of {batch}")
     micro = batch // microbatches
-    d = Deployment(config, hw, precision, options, calibration, tp=tp, pp=pp, engine=load_engine(engine))
     stages, transfer = stage_seconds(d, micro, decode_context(prompt))
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)
