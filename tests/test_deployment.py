@@ -4,6 +4,7 @@ Each estimate is priced by `Deployment.step`. A what-if that rebuilt the chain b
 calibration or the split out would return the same number with and without them: these tests fail then.
 """
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from roofline.model import DECODE, PREFILL, QUERIES, decode_context
 from roofline.serving.paging import thought_tree
 from roofline.serving.tensor_parallel import tp_crossovers
 from roofline.serving.pipeline import analyze_pipeline
+from roofline.views.fmt import fmt_seconds
 from roofline.serving.throughput_factor import compare_table, throughput_factor
 
 H100 = load_hardware("h100-sxm")
@@ -218,3 +220,83 @@ def test_kv_precision_reaches_the_step():
     fp8 = Deployment(CONFIG, H100, Precision(kv="fp8")).step(DECODE, 64.0, 8193.0)
     bf16 = Deployment(CONFIG, H100).step(DECODE, 64.0, 8193.0)
     assert float(fp8.total_s) < 0.75 * float(bf16.total_s)
+
+
+# ---- the app: every page prices the sidebar's Deployment ----
+
+streamlit_testing = pytest.importorskip("streamlit.testing.v1", reason="the app extra is not installed")
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP_PAGES = ("Roofline", "Latency–throughput", "Memory", "Per-op table", "Regime map", "Derivation", "Compare")
+
+
+def _app(engine: str = "ideal", tp: int = 1):
+    at = streamlit_testing.AppTest.from_file(APP, default_timeout=180).run()
+    at.sidebar.selectbox(key="engine").set_value(engine)
+    at.selectbox(key="tp").set_value(tp)
+    return at.run()
+
+
+def _nodes(node):
+    children = getattr(node, "children", None)
+    for child in (children.values() if isinstance(children, dict) else ()):
+        yield child
+        yield from _nodes(child)
+
+
+def _page_shown(at) -> list[str]:
+    """What the page below the headline shows: metrics, tables, text, formulas and figures (by content hash)."""
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    nodes = list(_nodes(at.main))
+    start = next(i for i, n in enumerate(nodes) if getattr(n, "type", None) == "radio" and n.key == "page")
+    out = []
+    for n in nodes[start + 1:]:
+        kind = getattr(n, "type", None)
+        if kind == "image":
+            out.append(str(n.proto))
+        elif kind in ("metric",):
+            out.append(f"{n.label} {n.value} {n.proto.delta}")
+        elif kind in ("dataframe", "table"):
+            out.append(n.value.to_csv())
+        elif kind in ("markdown", "caption", "latex", "info", "warning"):
+            out.append(n.value)
+    return out
+
+
+def _shown_on(page: str, at) -> list[str]:
+    at.radio(key="page").set_value(page).run()
+    if page == "Compare":
+        at.selectbox(key="b_kv").set_value("int8").run()
+    return _page_shown(at)
+
+
+@pytest.mark.parametrize("page", APP_PAGES)
+def test_every_app_page_changes_with_the_engine_and_with_tp(page):
+    plain = _shown_on(page, _app())
+    assert _shown_on(page, _app(engine="tensorrt-llm")) != plain, "the engine does not reach this page"
+    assert _shown_on(page, _app(tp=2)) != plain, "tensor parallelism does not reach this page"
+
+
+def test_the_latency_and_memory_pages_and_the_caption_price_the_sidebars_engine():
+    """The latency curve showed the ideal 7.9 ms TPOT at B=1 beside gpt-fast's 11.3 ms headline."""
+    at = _app(engine="gpt-fast")
+    headline = next(m.value for m in at.metric if m.label == "TPOT")
+    engine = analyze(MODEL, H100, batch=[1], engine="gpt-fast", allow_beyond_window=True).records()[0]
+    assert headline == fmt_seconds(engine["tpot_s"]) != fmt_seconds(engine["ideal_tpot_s"])
+    assert any("engine: gpt-fast" in c.value for c in at.caption)
+    at.radio(key="page").set_value("Latency–throughput").run()
+    table = next(d.value for d in at.dataframe if "TPOT" in d.value.columns)
+    assert table.set_index("batch").loc[1, "TPOT"] == headline
+
+
+def test_compare_and_speculation_keep_the_sidebars_engine_and_split():
+    at = _app(engine="tensorrt-llm", tp=2)
+    at.radio(key="page").set_value("Compare").run()
+    at.selectbox(key="b_kv").set_value("int8").run()
+    b = analyze(MODEL, H100, batch=[1], engine="tensorrt-llm", tp=2, precision=Precision(kv="int8")).records()[0]
+    assert next(m.value for m in at.metric if m.label == "B: TPOT") == fmt_seconds(b["tpot_s"])
+    [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
+    toggle.set_value(True).run()
+    d = Deployment.of(MODEL, H100, engine="tensorrt-llm", tp=2)
+    want = speculate(d, 0.1, 4, 0.8, batch=1, prompt=1024, allow_beyond_window=True)
+    assert next(m.value for m in at.metric if m.label == "TPOT with speculation") == fmt_seconds(want.tpot_s)
