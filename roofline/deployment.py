@@ -13,7 +13,7 @@ collectives, and its per-request cost is in TTFT (roofline.evaluate).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 import numpy as np
@@ -158,12 +158,10 @@ class Deployment:
 
     @cached_property
     def roofs(self) -> Roofs:
-        """Achieved roofs; every pipeline stage pays the per-step overhead on its own GPU."""
-        cal = self.achievable
+        """Achieved roofs (the fixed costs are rows of the step: `fixed_rows`)."""
         measured = self.ceilings
-        roofs = Roofs.of(self.hardware, self.precision, cal, self.config.n_layers,
-                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
-        return roofs if self.pp == 1 else replace(roofs, overhead_s=roofs.overhead_s + (self.pp - 1) * cal.step_overhead_s)
+        return Roofs.of(self.hardware, self.precision, self.achievable,
+                        None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
 
     @property
     def link_latency_assumed(self) -> bool:
@@ -219,7 +217,7 @@ class Deployment:
     def price(self, compiled: CompiledPhase, components, tokens) -> Step:
         """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows."""
         times = step_times(components, compiled, self.roofs)
-        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self._overhead_rows())
+        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self.fixed_rows())
 
     def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
         """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
@@ -253,8 +251,9 @@ class Deployment:
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 
-    def _overhead_rows(self) -> list[tuple[OpName, int, float]]:
-        """The calibration's fixed times, rows of their own only when it has them (already in the roofs)."""
+    def fixed_rows(self) -> list[tuple[OpName, int, float]]:
+        """The engine's or calibration's fixed times as rows of the step, only when it has them: a step overhead on
+        each pipeline stage's GPU, a launch overhead per layer."""
         cal, rows = self.achievable, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
@@ -275,7 +274,7 @@ class Deployment:
         if not rows:
             return steps * fixed
         sequences = 1.0 if cm.decode_context_per_sequence else batch  # scaled back by B below
-        roofs = replace(self.roofs, overhead_s=0.0)
+        roofs = self.roofs
         nodes = np.linspace(0.0, 1.0, E2E_NODES)
 
         def context_s(u):
@@ -304,12 +303,16 @@ def _whole_model_params(config: ModelConfig) -> tuple[float, float]:
 
 def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: StepTimes, fixed: list,
                 overheads: list) -> Step:
-    """The model ops' times, with the collectives added as ops (they bind when they wait longest)."""
+    """The model ops' times, then the collectives and the fixed overheads as rows of their own: the step's total
+    is the sum of every row (the collectives bind when they wait longer than any resource)."""
     ops = compiled.ops + tuple(name for name, _, _ in fixed + overheads)
     counts = compiled.counts + tuple(count for _, count, _ in fixed + overheads)
     zeros = [0.0] * (len(fixed) + len(overheads))
     reads = compiled.reads_context + (False,) * len(zeros)
     total_s, no_overlap_s, bound, communication = times.roofline_s, times.no_overlap_s, times.bound, np.float64(0.0)
+    if overheads:
+        overhead = sum(seconds for _, _, seconds in overheads)
+        total_s, no_overlap_s = total_s + overhead, no_overlap_s + overhead
     if fixed:  # one GPU's steps skip these passes over the grid
         communication = total([seconds for _, _, seconds in fixed])
         total_s, no_overlap_s = total_s + communication, no_overlap_s + communication
