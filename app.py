@@ -32,7 +32,7 @@ from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
-from roofline.evaluate import DEFAULT_PREFILL_CHUNK
+from roofline.memory import DEFAULT_PREFILL_CHUNK
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS
 

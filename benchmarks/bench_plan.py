@@ -20,7 +20,8 @@ import numpy as np
 
 from roofline.config import load_model
 from roofline.deployment import Deployment
-from roofline.evaluate import evaluate, memory
+from roofline.evaluate import evaluate
+from roofline.memory import memory
 from roofline.hardware import load_hardware
 from roofline.model import DECODE, decode_context
 from roofline.plan import Targets, Workload, plan

@@ -17,7 +17,7 @@ from .engine import Engine
 from .evaluate import evaluate
 from .hardware import Hardware
 from .model import DECODE, PREFILL, Options, decode_context
-from .evaluate import DEFAULT_PREFILL_CHUNK
+from .memory import DEFAULT_PREFILL_CHUNK
 from .gap import decode_gap
 from .precision import Precision
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .config import load_model
-from .evaluate import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
+from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
 from .hardware import load_hardware
 from .planning.prices import PRICES, load_prices
 from .planning.search import core, engine, rows_of

@@ -57,7 +57,7 @@ def test_one_gpu_is_the_librarys_decode_step():
     want = analyze("mixtral-8x7b", H100, batch=[8], prompt=512).metrics
     out = analyze_expert_parallel(Deployment.of("mixtral-8x7b", H100, ep=1), batch=8, prompt=512)
     assert out.tpot_s == float(want.tpot_s[0]) and out.comm_s == 0
-    assert out.per_gpu_memory_bytes == pytest.approx(float(want.weight_bytes[0] + want.kv_bytes[0]))
+    assert out.per_gpu_memory_bytes == pytest.approx(float(want.memory_bytes[0]))  # workspace included, as analyze's
 
 
 def test_mixtral_on_eight_gpus_reads_a_share_of_the_touched_experts_and_pays_two_alltoalls_a_layer():
@@ -73,7 +73,9 @@ def test_mixtral_on_eight_gpus_reads_a_share_of_the_touched_experts_and_pays_two
     expert_params = 32 * 8 * 3 * 4096 * 14336
     kv = float(compile_model(config).kv_cache(2.0, 640.0, 2.0))  # 2 sequences per GPU
     dense = compile_model(config).params - expert_params
-    assert out.per_gpu_memory_bytes == pytest.approx(2 * (dense + expert_params / 8) + kv)
+    assert out.per_gpu_memory_bytes - out.workspace_bytes == pytest.approx(2 * (dense + expert_params / 8) + kv)
+    # its 2 sequences' prefill workspace: what one GPU holding the whole model at batch 2 holds
+    assert out.workspace_bytes == analyze(config, H100, batch=[2], prompt=512).metrics["workspace_bytes"].iloc[0] > 0
 
 
 def test_spreading_experts_cuts_per_gpu_memory_and_decode_time():

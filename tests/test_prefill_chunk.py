@@ -9,7 +9,8 @@ import pytest
 from roofline import analyze, load_hardware, load_model
 from roofline.cli import main
 from roofline.deployment import Deployment
-from roofline.evaluate import DEFAULT_PREFILL_CHUNK, evaluate, workspace
+from roofline.evaluate import evaluate
+from roofline.memory import DEFAULT_PREFILL_CHUNK, workspace
 from roofline.serving.crossovers import max_batch
 
 H100 = load_hardware("h100-sxm")

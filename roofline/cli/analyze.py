@@ -18,7 +18,7 @@ import math
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..config import load_model
-from ..evaluate import DEFAULT_PREFILL_CHUNK
+from ..memory import DEFAULT_PREFILL_CHUNK
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..precision import Precision, normalize_dtype

@@ -4,7 +4,7 @@ Each function takes a Deployment first and returns a `Crossover`: the solved exp
 numbers it was given and its value. The batch crossovers solve on the step's lines in B
 (roofline.step_lines: each op's compute and memory time a line, the collectives and fixed overheads one
 more), so the engine, calibration and split the Deployment carries are in every number; the memory wall
-is the one memory model's (roofline.evaluate.memory); the elasticities are the pricer's own slopes.
+is the one memory model's (roofline.memory); the elasticities are the pricer's own slopes.
 Left out: a rounded roofline corner in the closed forms (they take the sharp max); MoE expert counts are
 nonlinear in B and solved numerically (bisection on the same step), which the result says. The critical
 batch and the KV = weights context are the lecture's, from the datasheet (roofline.derivations).
@@ -20,8 +20,8 @@ import sympy as sp
 from .. import derivations
 from ..config import ATTENTION_KINDS, PARALLEL
 from ..deployment import Deployment
-from ..evaluate import DEFAULT_PREFILL_CHUNK
-from ..evaluate import memory as memory_of
+from ..memory import DEFAULT_PREFILL_CHUNK
+from ..memory import memory as memory_of
 from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
 from ..step_lines import StepLines
@@ -104,7 +104,7 @@ def max_batch(d: Deployment, prompt: int = 1024, gen: int = 0,
               prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> Crossover:
     """Largest B with weights + B·(KV at prompt + gen tokens) + workspace <= memory (one GPU's), in closed form.
 
-    The workspace is one prefill chunk's (roofline.evaluate.memory): fixed once the batch fills a chunk,
+    The workspace is one prefill chunk's (roofline.memory): fixed once the batch fills a chunk,
     which is where the largest batch lies whenever a chunk's worth of sequences fits.
     """
     per_sequence_kv = d.compiled.kv_cache_expr.xreplace({B: 1})

@@ -20,6 +20,7 @@ import sympy as sp
 
 from ..config import MOE
 from ..deployment import Deployment
+from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
 from ..sharding import is_routed, whole
@@ -50,15 +51,16 @@ class ExpertParallelResult:
     comm_s: float  # all-to-alls of one decode step
     tpot_s: float
     tokens_per_s: float
-    per_gpu_memory_bytes: float  # weights + KV cache at prompt + gen
+    per_gpu_memory_bytes: float  # weights + KV cache at prompt + gen + one prefill chunk's workspace (roofline.memory)
     fits: bool
     link_latency_assumed: bool
+    workspace_bytes: float = 0.0  # one prefill chunk's activations, in per_gpu_memory_bytes
 
 
-def analyze_expert_parallel(d: Deployment, batch: int = 1, prompt: int = 1024, gen: int = 128
-                            ) -> ExpertParallelResult:
+def analyze_expert_parallel(d: Deployment, batch: int = 1, prompt: int = 1024, gen: int = 128,
+                            prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> ExpertParallelResult:
     """Decode of `batch` sequences with `prompt` tokens cached, experts spread over the Deployment's `ep` GPUs."""
-    config, hw, ep, precision = d.config, d.hardware, d.ep, d.precision
+    config, ep, precision = d.config, d.ep, d.precision
     for name, value in (("batch", batch), ("prompt", prompt), ("gen", gen)):
         whole(name, value)
     moe_layers = config.layer_mlp.count(MOE)
@@ -70,12 +72,14 @@ def analyze_expert_parallel(d: Deployment, batch: int = 1, prompt: int = 1024, g
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}
     touched = float(experts_touched_per_gpu().xreplace({**values, B: batch}))
-    (memory,) = d.memory_bytes(batch, prompt + gen)
+    held = memory(d, float(batch), float(prompt), float(gen), prefill_chunk)
+    per_gpu = float(held["memory_bytes"])
     tpot = float(step.total_s)
     routed = [c for name, c in zip(step.ops, step.components) if is_routed(name)]
     return ExpertParallelResult(
         ep=ep, batch=batch, per_gpu_batch=batch // ep, experts_per_gpu=config.n_experts // ep,
         experts_touched_per_gpu=touched, expert_weight_bytes_per_gpu=float(sum(np.sum(c[1]) for c in routed)),
         alltoall_bytes=float(alltoall_bytes().xreplace(values)), comm_s=float(step.communication_s), tpot_s=tpot,
-        tokens_per_s=batch / tpot, per_gpu_memory_bytes=memory, fits=memory <= hw.memory_bytes,
+        tokens_per_s=batch / tpot, per_gpu_memory_bytes=per_gpu, fits=bool(held["fits"]),
+        workspace_bytes=float(held["workspace_bytes"]),
         link_latency_assumed=d.link_latency_assumed)

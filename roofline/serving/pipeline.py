@@ -25,6 +25,7 @@ import numpy as np
 
 from ..config import ModelConfig
 from ..deployment import OVERHEAD_GROUP, Deployment
+from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context, layer_group
 from ..sharding import whole
 
@@ -92,17 +93,18 @@ class PipelineResult:
     bubble_fraction: float  # idle share of the GPUs in steady decode
     pass_s: float  # one flushed pass of the m micro-batches (no overlap between steps)
     pass_bubble_fraction: float  # idle share during that pass: (p−1)/(m+p−1) for equal stages
-    stage_memory_bytes: list
+    stage_memory_bytes: list  # each stage's GPU: its weights, its layers' cache, one prefill chunk's workspace
     per_gpu_memory_bytes: float  # the fullest stage
     fits: bool
     link_latency_assumed: bool
+    workspace_bytes: float = 0.0  # one prefill chunk's activations (roofline.memory), in every stage's bytes
 
 
 def analyze_pipeline(d: Deployment, microbatches: int = 1, batch: int = 1, prompt: int = 1024,
-                     gen: int = 128) -> PipelineResult:
+                     gen: int = 128, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> PipelineResult:
     """Decode of `batch` sequences with `prompt` tokens cached on the Deployment's tp × pp GPUs, m micro-batches
     in flight."""
-    hw, tp, pp = d.hardware, d.tp, d.pp
+    tp, pp = d.tp, d.pp
     microbatches, batch = whole("microbatches", microbatches), whole("batch", batch)
     prompt, gen = whole("prompt", prompt), whole("gen", gen)
     if batch % microbatches:
@@ -112,12 +114,13 @@ def analyze_pipeline(d: Deployment, microbatches: int = 1, batch: int = 1, promp
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)
     one = d.step(DECODE, float(micro), float(decode_context(prompt)))
-    memory = d.memory_bytes(batch, prompt + gen)
+    held = memory(d, float(batch), float(prompt), float(gen), prefill_chunk)
+    stage_bytes = [float(b) for b in held["stage_memory_bytes"]]
     return PipelineResult(
         tp=tp, pp=pp, microbatches=microbatches, gpus=tp * pp, batch=batch,
         stage_layers=[len(r) for r in d.stages], stage_s=stages, transfer_s=transfer,
         comm_s=float(one.communication_s), tpot_s=round_s, tokens_per_s=batch / round_s,
         bubble_fraction=idle_fraction(stages, microbatches, round_s), pass_s=flushed,
-        pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=memory,
-        per_gpu_memory_bytes=max(memory), fits=max(memory) <= hw.memory_bytes,
+        pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=stage_bytes,
+        per_gpu_memory_bytes=max(stage_bytes), fits=bool(held["fits"]), workspace_bytes=float(held["workspace_bytes"]),
         link_latency_assumed=d.link_latency_assumed)
