@@ -793,7 +793,7 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
                      hide_index=True)
         with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
             from roofline.planning.forms import explain
-            for row, batch, tp in explain(frame, setup.model, Workload(rate, setup.prompt, setup.gen), targets):
+            for row, batch, tp in explain(frame, Workload(rate, setup.prompt, setup.gen), targets):
                 st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: runs at batch "
                             f"{int(row['batch'])}, set by {row['binding']}; largest batch within TPOT "
                             f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))

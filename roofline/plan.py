@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .config import load_model
+from .engine import load_engine
 from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
 from .hardware import load_hardware
 from .planning.prices import PRICES, load_prices
-from .planning.search import core, engine, rows_of
+from .planning.search import core, rows_of
 from .precision import Precision
 from .serving.batching import MAX_REQUESTS
 from .sharding import whole
@@ -79,8 +80,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests,
-                                    seed, progress))
+        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress))
     return frame
 
 
@@ -90,7 +90,7 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         if len(values) == 0:
             raise ValueError(f"{name}: give at least one candidate")
     for e in axes["engines"]:
-        engine(e)
+        load_engine(e)
     for w, k in itertools.product(axes["weights"], axes["kv"]):
         Precision(weights=w, kv=k, experts=experts)
     for name in ("tp", "pp", "ep"):

@@ -73,18 +73,13 @@ def tp_breakeven(d: Deployment, batch: int, prompt: float) -> Crossover:
     return tp_crossovers(d, batch, int(prompt))["tp_breakeven"]
 
 
-def explain(frame, config, work, targets, rows: int = 3, devices: dict | None = None
-            ) -> list[tuple[dict, Crossover, Crossover]]:
-    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even);
-    devices maps a row's hardware id to its Hardware where it is not a bundled id (a JSON file's)."""
-    from ..hardware import load_hardware
-    from .search import engine, row_precision
+def explain(frame, work, targets, rows: int = 3) -> list[tuple[dict, Crossover, Crossover]]:
+    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even),
+    each solved on the Deployment the candidate was priced with."""
     out = []
     best = frame[frame["feasible"]].drop_duplicates("hardware").head(rows)
     for _, row in best.iterrows():
-        hw = (devices or {}).get(row["hardware"]) or load_hardware(row["hardware"])
-        d = Deployment(config, hw, row_precision(row),
-                       tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
+        d = row["deployment"]
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
                     tp_breakeven(d, int(row["batch"]), work.prompt_mean)))
     return out

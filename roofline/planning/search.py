@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from ..bounds import BOUNDS
 from ..deployment import Deployment
-from ..engine import load_engine
 from ..memory import memory
 from ..model import DECODE, PREFILL, decode_context
-from ..precision import Precision
 
 WHOLE_GRID = 2048  # up to this many batches fit in memory: price them all in one call
 COARSE_POINTS = 48  # past it a geometric grid, neighbours (max batch)^(1/47) apart (~19% at 4096), then the bracket
@@ -47,11 +44,6 @@ class Core:
     need_bytes: float = math.nan  # one GPU's bytes at batch 1 (for the one-sentence verdict)
 
 
-@lru_cache(maxsize=64)
-def engine(name):
-    return load_engine(name)
-
-
 def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
     """Per prefill chunk (largest batch a replica holds, one GPU's bytes at one sequence per GPU): roofline.memory's
     model, for pp per stage (the fullest binds) and for ep per expert shard."""
@@ -63,17 +55,10 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
     return out
 
 
-def row_precision(row) -> Precision:
-    """A candidate row's Precision: its `experts` column names the format, None when it is the weights'."""
-    experts = row.get("experts")
-    return Precision(weights=row["weights"], kv=row["kv"], experts=None if experts == row["weights"] else experts)
-
-
 def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
          priced=True, experts=None) -> Core:
     try:
-        d = Deployment(model, hw, Precision(weights=weights, kv=kv, experts=experts), tp=tp, pp=pp, ep=ep,
-                       engine=engine(engine_name))
+        d = Deployment.of(model, hw, weights=weights, kv=kv, experts=experts, engine=engine_name, tp=tp, pp=pp, ep=ep)
     except ValueError as err:
         return Core(None, f"layout: {err}")
     if not priced:
@@ -124,7 +109,7 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
     gen = work.gen_mean
     for chunk in chunks:
         for cap in caps:
-            row = {**base, "max_batch_cap": cap, "prefill_chunk": chunk, "feasible": False}
+            row = {**base, "max_batch_cap": cap, "prefill_chunk": chunk, "feasible": False, "deployment": c.d}
             out.append(row)
             if c.d is None:
                 row["rejected"] = c.rejected
