@@ -38,7 +38,7 @@ def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool 
     batch, prompt, gen = (np.asarray(x, dtype=float) for x in (batch, prompt, gen))
     decode = d.step(DECODE, batch, decode_context(prompt))
     held = memory(d, batch, prompt, gen, prefill_chunk)
-    del held["stage_memory_bytes"], held["memory_bytes_total"]  # one stage, and analyze scopes the totals itself
+    del held["stage_memory_bytes"]  # one stage: memory_bytes
     out = {"batch": batch, "prompt_len": prompt, "gen_len": gen, **held,
            "decode_flops": total(op[0] for op in decode.components),
            "decode_bytes": total(sum(op[1:]) for op in decode.components),

@@ -56,15 +56,16 @@ def _held(d: Deployment, tokens) -> tuple[list, list]:
 
 
 def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUNK) -> dict:
-    """Bytes one GPU holds (the fullest stage's), each stage's, the whole deployment's, and the largest batch
-    (per replica) that fits, for broadcastable arrays of batch, prompt and gen under pp = ep = 1."""
+    """Bytes one GPU holds (the fullest stage's), each stage's GPU's (the deployment's total is their sum x tp x
+    ep x replicas), and the largest batch (per replica) that fits; arrays of batch, prompt and gen broadcast
+    under pp = ep = 1."""
     cm, kv = d.compiled, d.precision.kv_bytes
     weights, per_sequence = _held(d, prompt + gen)
     per_piece, pieces = workspace(d, prompt, prefill_chunk)
-    sequences = batch / d.ep  # on one GPU
+    sequences = batch / d.ep if d.ep > 1 else batch  # on one GPU
     chunk = np.minimum(sequences, pieces) * per_piece
     stages = [w + sequences * c + chunk for w, c in zip(weights, per_sequence)]
-    fullest = int(np.argmax([float(np.max(s)) for s in stages]))
+    fullest = int(np.argmax([float(np.max(s)) for s in stages])) if len(stages) > 1 else 0
     fit = []
     for w, c in zip(weights, per_sequence):
         free = np.maximum(d.hardware.memory_bytes - w, 0.0)
@@ -76,7 +77,6 @@ def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUN
            "workspace_bytes": chunk, "stage_memory_bytes": stages, "memory_bytes": stages[fullest],
            "max_batch": np.minimum.reduce(fit) * d.ep if len(fit) > 1 else fit[0] * d.ep}
     out["fits"] = out["memory_bytes"] <= d.hardware.memory_bytes
-    out["memory_bytes_total"] = sum(stages) * d.tp * d.ep * d.replicas
     out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, kv)  # the lecture: KV at S = prompt
     out["napkin_memory_bytes"] = weights[fullest] + out["napkin_kv_bytes"]
     return out
