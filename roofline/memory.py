@@ -17,15 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from .deployment import Deployment
+from .sharding import whole
 
 DEFAULT_PREFILL_CHUNK = 8192  # tokens per prefill step: vLLM's default max_num_batched_tokens for chunked prefill
 
 
 def check_prefill_chunk(prefill_chunk) -> None:
-    if prefill_chunk is not None and (isinstance(prefill_chunk, bool) or not isinstance(prefill_chunk, (int, np.integer))
-                                      or prefill_chunk < 1):
-        raise ValueError(f"prefill_chunk: must be a whole number of tokens >= 1 (or None: the whole batch at once), "
-                         f"got {prefill_chunk!r}; fix: use e.g. {DEFAULT_PREFILL_CHUNK}")
+    if prefill_chunk is not None:
+        whole("prefill_chunk", prefill_chunk, note=" tokens (or None: the whole batch at once)",
+              fix=f"use e.g. {DEFAULT_PREFILL_CHUNK}")
 
 
 def workspace(d: Deployment, prompt, prefill_chunk=DEFAULT_PREFILL_CHUNK):

@@ -97,12 +97,12 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         for v in axes[name]:
             whole(name, v)
     for cap in axes["max_batch"]:
-        if cap is not None and not (isinstance(cap, (int, np.integer)) and cap >= 1):
-            raise ValueError(f"max_batch: a cap must be a whole number >= 1 (None: memory's), got {cap!r}")
+        if cap is not None:
+            whole("max_batch", cap, note=" (None: memory's)")
     for chunk in axes["prefill_chunk"]:
         check_prefill_chunk(chunk)
-    if max_gpus is not None and not (isinstance(max_gpus, (int, np.integer)) and max_gpus >= 1):
-        raise ValueError(f"max_gpus: a whole number >= 1 (None: no limit), got {max_gpus!r}")
+    if max_gpus is not None:
+        whole("max_gpus", max_gpus, note=" (None: no limit)")
     if not (isinstance(requests, (int, np.integer)) and 1 <= requests <= MAX_REQUESTS):
         raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 

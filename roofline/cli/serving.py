@@ -18,6 +18,7 @@ import sympy as sp
 from ..config import check_context, load_model
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
+from ..views.fmt import plain
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 
 
@@ -69,19 +70,9 @@ def _deployment(args, **degrees):
                          engine=args.engine, **degrees)
 
 
-def _plain(value):
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def _emit(args, record: dict, lines: list[str]) -> int:
     if args.json:
-        print(json.dumps({k: _plain(v) for k, v in record.items()}, indent=2, allow_nan=False))
+        print(json.dumps({k: plain(v) for k, v in record.items()}, indent=2, allow_nan=False))
     else:
         print("\n".join(lines))
     return 0

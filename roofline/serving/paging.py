@@ -15,6 +15,7 @@ import numpy as np
 
 from ..deployment import Deployment
 from ..model import DECODE, PREFILL, decode_context
+from ..sharding import whole
 
 
 def _blocks(tokens, block: int) -> np.ndarray:
@@ -127,8 +128,8 @@ def thought_tree(d: Deployment, width: int, prefix: int, steps: int) -> dict[str
     independent:  W requests, each prefilling the prefix and keeping its own cache.
     Steps are priced by the Deployment (engine, calibration and tensor parallelism included); KV bytes are one GPU's.
     """
-    if width < 1 or prefix < 1 or steps < 1:
-        raise ValueError(f"thought_tree: width, prefix and steps must be >= 1, got {width}, {prefix}, {steps}")
+    for name, value in (("width", width), ("prefix", prefix), ("steps", steps)):
+        whole(name, value)
 
     def seconds(phase, batch, context):
         return np.asarray(d.step(phase, float(batch), np.asarray(context, dtype=float)).total_s, dtype=float)
