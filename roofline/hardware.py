@@ -186,3 +186,20 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
     if key not in table:
         raise ValueError(f"hardware: unknown id {text!r}; bundled ids are {', '.join(sorted(table))}, or pass a JSON path")
     return table[key]
+
+
+# A GPU's name as torch reports it or a paper states it -> its entry in data/hardware.json: every part of a
+# pattern must appear (case-insensitive), first match wins. An A100 comes in 40 and 80 GB: its name must say
+# which (torch's always does), a bare "A100" matches none rather than a guess.
+GPU_NAMES = ((("A100", "80GB"), "a100-80gb"), (("A100", "40GB"), "a100-40gb"), (("H100", "PCIe"), "h100-pcie"),
+             (("H100",), "h100-sxm"), (("H200",), "h200"), (("L40S",), "l40s"), (("A10G",), "a10g"), (("L4",), "l4"),
+             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("B200",), "b200"))
+
+
+def hardware_id_for_gpu(name: str) -> str | None:
+    """The bundled hardware id a GPU's name denotes (GPU_NAMES), or None."""
+    text = name.lower().replace(" ", "").replace("-", "")
+    for parts, hw_id in GPU_NAMES:
+        if all(part.lower().replace(" ", "") in text for part in parts):
+            return hw_id
+    return None

@@ -20,14 +20,12 @@ import numpy as np
 from .deployment import Deployment
 from .engine import Engine
 from .evaluate import evaluate
-from .hardware import DATA_DIR, load_hardware
+from .hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu, load_hardware
 from .config import load_model
 from .precision import Precision
 
 PUBLISHED = DATA_DIR / "published" / "calibration.csv"
 FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batched throughput", "ttft": "TTFT"}
-GPUS = (("A100-SXM4-80GB", "a100-80gb"), ("A100 80GB", "a100-80gb"), ("A100", "a100-80gb"), ("H100", "h100-sxm"),
-        ("H200", "h200"))
 UNSTATED_PROMPT = 300  # llama.cpp's rows do not state the prompt; data/published/README.md says to take 300
 COLUMNS = ("source_url_or_repo_path", "framework", "model", "gpu", "num_gpus", "dtype_weights", "dtype_kv", "batch",
            "input_len", "output_len", "metric", "value", "unit")
@@ -92,9 +90,10 @@ def _row(raw: dict, path: Path, line: int) -> Row:
     metric = raw["metric"].strip()
     if metric not in FAMILIES:
         raise ValueError(f"{where}: metric {metric!r} is not one of {', '.join(FAMILIES)}")
-    hardware = next((hw for key, hw in GPUS if key.lower() in raw["gpu"].lower()), None)
+    hardware = hardware_id_for_gpu(raw["gpu"])
     if hardware is None:
-        raise ValueError(f"{where}: gpu {raw['gpu']!r} matches no bundled hardware ({', '.join(h for _, h in GPUS)})")
+        raise ValueError(f"{where}: gpu {raw['gpu']!r} matches no bundled hardware; fix: name the GPU with its memory "
+                         f"(e.g. 'A100 80GB'), one of {', '.join(h for _, h in GPU_NAMES)}")
     weights, group = weight_format(raw["dtype_weights"])
     kv, _ = weight_format(raw["dtype_kv"])
     try:
