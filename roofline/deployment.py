@@ -28,8 +28,8 @@ from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
                     routed_parameter_count)
 from .precision import Precision
-from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, shard,
-                       stage_layers, stage_memory_bytes, whole)
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, alltoall_send_bytes, is_routed,
+                       link, shard, stage_layers, stage_memory_bytes, whole)
 
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 COLLECTIVE_GROUPS = ("tp", "pp", "ep")
@@ -247,7 +247,7 @@ class Deployment:
             out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
         if self.ep > 1:  # each GPU sends its B·T/e tokens' k rows, less those staying on it
             count = ALLTOALLS_PER_MOE_LAYER * self.config.layer_mlp.count(MOE)
-            sent = tokens / self.ep * self.config.top_k * row_bytes * (self.ep - 1) / self.ep
+            sent = alltoall_send_bytes(tokens / self.ep, self.config.top_k, row_bytes, self.ep)
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 

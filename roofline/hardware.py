@@ -64,11 +64,6 @@ class Hardware:
                              f"with peak_flops.{seen} (or measure it: roofline validate)")
         return self.peak_flops[widest]
 
-    @property
-    def ridge_intensity(self) -> float:
-        """FLOPs per byte at the roofline corner for bf16 matmuls (H100: 989e12 / 3.35e12 = 295)."""
-        return self.peak("bf16") / self.memory_bandwidth
-
 
 MAX_QUANTITY = 1e18  # bytes, bytes/s or FLOP/s in a file: beyond an exa-unit a device number is a typo
 

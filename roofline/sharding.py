@@ -87,6 +87,12 @@ def is_routed(op_name) -> bool:
     return op_name.op in ROUTED_OPS
 
 
+def alltoall_send_bytes(tokens, top_k, row_bytes, gpus):
+    """Bytes one GPU sends in one all-to-all: its `tokens` rows each routed to `top_k` experts, less the share
+    staying on it under uniform routing, (e − 1)/e. Works on numbers, arrays and sympy symbols alike."""
+    return tokens * top_k * row_bytes * (gpus - 1) / gpus
+
+
 def allreduce_time(message, gpus, link_bandwidth, latency):
     """Latency + size / bandwidth: one small all-reduce's latency, plus the ring's traffic of
     reduce-scatter then all-gather, 2(t−1) steps each moving message/t bytes per GPU.

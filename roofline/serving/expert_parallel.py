@@ -23,7 +23,7 @@ from ..deployment import Deployment
 from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
-from ..sharding import is_routed, whole
+from ..sharding import alltoall_send_bytes, is_routed, whole
 from ..symbols import B, D, E, T, b_a, k
 
 ep_sym = sp.Symbol("e_p", positive=True)  # expert-parallel GPUs
@@ -36,7 +36,7 @@ def experts_touched_per_gpu() -> sp.Expr:
 
 def alltoall_bytes() -> sp.Expr:
     """Bytes one GPU sends in one all-to-all: its B·T tokens' k rows, less those staying on it."""
-    return B * T * k * D * b_a * (ep_sym - 1) / ep_sym
+    return alltoall_send_bytes(B * T, k, D * b_a, ep_sym)
 
 
 @dataclass(frozen=True)

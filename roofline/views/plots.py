@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from ..bounds import BOUNDS
+from ..derivations import accelerator_intensity
 from .fmt import fmt_bytes, fmt_rate
 from ..hardware import Hardware
 
@@ -117,7 +118,7 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
     fig, ax = _figure()
     points = ops[ops["flops"] > 0]
     lo = max(min(points["intensity"].min(), 1.0) / 4, 1e-2) if len(points) else 0.1
-    hi = max(points["intensity"].max() * 4, 4 * hardware.ridge_intensity) if len(points) else 1e4
+    hi = max(points["intensity"].max() * 4, 4 * accelerator_intensity(hardware)) if len(points) else 1e4
     x = np.geomspace(lo, hi, 200)
     for i, (label, peak) in enumerate(_roofs(hardware)):
         y = np.minimum(peak, x * hardware.memory_bandwidth)
