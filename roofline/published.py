@@ -20,8 +20,7 @@ import numpy as np
 from .deployment import Deployment
 from .engine import Engine
 from .evaluate import evaluate
-from .hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu, load_hardware
-from .config import load_model
+from .hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu
 from .precision import Precision
 
 PUBLISHED = DATA_DIR / "published" / "calibration.csv"
@@ -114,7 +113,7 @@ def _row(raw: dict, path: Path, line: int) -> Row:
 
 def predict(row: Row, engine: Engine) -> float:
     """The row's metric as the step pricer gives it under `engine`."""
-    deployment = Deployment(load_model(row.model), load_hardware(row.hardware), row.precision, tp=row.tp, engine=engine)
+    deployment = Deployment.of(row.model, row.hardware, precision=row.precision, tp=row.tp, engine=engine)
     gen = max(row.gen, 1)
     m = evaluate(deployment, row.batch, row.prompt, gen, parallel_columns=False)
     ttft = float(m["ttft_s"])  # the engine's per-request cost included

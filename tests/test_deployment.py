@@ -118,6 +118,15 @@ def test_analysis_at_other_batches_is_analyze_at_those_batches():
     pd.testing.assert_frame_equal(shown.at([1, 32]).metrics, direct.metrics)
 
 
+def test_every_engine_parameter_a_decode_step_reads_is_one_term_of_the_gap():
+    """A parameter added to Engine and left out of gap.TERMS would be priced in no stage (or hide in another)."""
+    from roofline.engine import PARAMETERS, QUANTIZED
+    from roofline.gap import NOT_IN_DECODE, TERMS
+    named = [p for _, fields in TERMS for p in fields]
+    assert len(named) == len(set(named))  # each in one term
+    assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED}
+
+
 @pytest.mark.parametrize("engine", ["tensorrt-llm", "gpt-fast", "llama.cpp", "hf-eager"])
 def test_the_engine_gap_terms_are_exactly_the_steps_rows(engine):
     """Each term of the waterfall is one step row's difference from the ideal; none is left as "efficiency"."""
