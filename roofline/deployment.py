@@ -79,21 +79,24 @@ class Deployment:
     engine: Engine = IDEAL_ENGINE
 
     @classmethod
-    def of(cls, model: str | ModelConfig, hardware: str | Hardware, *, weights: str = "bf16", kv: str = "bf16",
-           activations: str = "bf16", experts: str | None = None, precision: Precision | None = None,
-           engine: str | Engine | None = None, calibration: Calibration = IDEAL, options: Options | None = None,
-           tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1, ceilings: Ceilings | None = None,
-           **overrides) -> Deployment:
+    def of(cls, model: str | ModelConfig, hardware: str | Hardware, *, weights: str | None = None,
+           kv: str | None = None, activations: str | None = None, experts: str | None = None,
+           precision: Precision | None = None, engine: str | Engine | None = None, calibration: Calibration = IDEAL,
+           options: Options | None = None, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
+           ceilings: Ceilings | None = None, **overrides) -> Deployment:
         """The one place names and files become objects: a bundled name or path for the model, the device
-        and the engine, dtype names for the formats (or a whole `precision`), architecture what-ifs as
-        `overrides` (n_kv_heads=8, ...). A what-if on the result is dataclasses.replace(d, ...)."""
+        and the engine; dtype names for the formats (bf16 unless given), or a whole `precision`; architecture
+        what-ifs as `overrides` (n_kv_heads=8, ...). A what-if on the result is dataclasses.replace(d, ...)."""
+        formats = {"weights": weights, "kv": kv, "activations": activations, "experts": experts}
+        given = {name: value for name, value in formats.items() if value is not None}
+        if precision is not None and given:
+            raise ValueError(f"{', '.join(given)}: given beside precision={precision!r}; give the formats by name "
+                             "or as one Precision, not both")
         config = load_model(model)
         if overrides:
             config = config.with_overrides(**overrides)
-        if precision is None:
-            precision = Precision(weights=weights, kv=kv, activations=activations, experts=experts)
-        return cls(config, load_hardware(hardware), precision, options or Options(), calibration, tp=tp, pp=pp, ep=ep,
-                   replicas=replicas, ceilings=ceilings, engine=load_engine(engine))
+        return cls(config, load_hardware(hardware), precision or Precision(**given), options or Options(), calibration,
+                   tp=tp, pp=pp, ep=ep, replicas=replicas, ceilings=ceilings, engine=load_engine(engine))
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),

@@ -112,6 +112,11 @@ def test_deployment_of_resolves_names_and_files_once():
         Deployment.of(MODEL, "h100-sxm", engine="gpt-fast", tp=2)
 
 
+def test_deployment_of_refuses_formats_given_twice():
+    with pytest.raises(ValueError, match="kv: given beside precision"):
+        Deployment.of(MODEL, "h100-sxm", kv="fp8", precision=Precision())
+
+
 def test_analysis_at_other_batches_is_analyze_at_those_batches():
     shown = analyze(MODEL, H100, batch=[1], prompt=700, gen=60, engine="tensorrt-llm", tp=2, prefill_chunk=512)
     direct = analyze(MODEL, H100, batch=[1, 32], prompt=700, gen=60, engine="tensorrt-llm", tp=2, prefill_chunk=512)
