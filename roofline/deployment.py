@@ -2,9 +2,11 @@
 
 `Deployment.step` prices one step of one replica as a table of ops: every model op one GPU runs
 (times its layer count), then the collectives (tensor-parallel all-reduces, pipeline hand-offs,
-expert all-to-alls) and the calibration's fixed overheads as ops of their own. The step's time is the
-sum of the table; its binding resource is what the largest share waits on (the collectives when they
-take longer than any other wait). Every estimate asks a Deployment; none builds roofs or shards itself.
+expert all-to-alls) and the engine's or calibration's fixed overheads as rows of their own. The step's
+time is the sum of the table (the roofs carry no fixed time); its binding resource is what the largest
+share waits on (the collectives when they take longer than any other wait). `Deployment.of` is the one
+place names and files become objects; every estimate takes a Deployment first and none builds roofs or
+shards itself.
 
 An engine profile (roofline/engine.py: the efficiencies its kernels reach, its launch and host latencies,
 its quantized GEMVs, its all-reduce latency) is a field beside `calibration`: its roofs come through
