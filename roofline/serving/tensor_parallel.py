@@ -43,7 +43,7 @@ def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str
     given = {m: float(total(memory_s)), L_: config.n_layers,
              X: batch * config.d_model * d.precision.activation_bytes, beta: bandwidth, lam: latency}
     source = ("assumed" if assumed else "from the hardware file" if d.engine.allreduce_latency_s is None
-              else f"the engine {d.engine.name!r}'s")
+              else f"from the {d.engine.name} engine profile")
     note = f"link latency {latency:g} s {source}"
     named = {str(k): v for k, v in given.items()}
     return {name: Crossover(name, sp.Eq(t_sym, expr), float(expr.xreplace(given)), named, note)
