@@ -22,8 +22,8 @@ import pandas as pd
 import streamlit as st
 import sympy as sp
 
-from roofline import (METRIC_DEFINITIONS, Analysis, Engine, Hardware, ModelConfig, Options, Precision, analyze,
-                      bundled_hardware, bundled_models, derivations, load_model, sweep)
+from roofline import (METRIC_DEFINITIONS, Analysis, Deployment, Engine, Hardware, ModelConfig, Options, Precision,
+                      analyze, bundled_hardware, bundled_models, derivations, load_model, sweep)
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline.serving import crossovers, speculation
@@ -33,7 +33,7 @@ from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
-from roofline.evaluate import DEFAULT_PREFILL_CHUNK
+from roofline.memory import DEFAULT_PREFILL_CHUNK
 from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
 from roofline.precision import BITS
 
@@ -98,19 +98,15 @@ def derivation(config: ModelConfig, hardware: Hardware, precision: Precision) ->
 def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precision, prompt: int, gen: int,
                     options: Options, engine: Engine, tp: int, prefill_chunk: int | None) -> list:
     """(title, crossover or the reason there is none) for each of `roofline.serving.crossovers`' quantities."""
+    d = Deployment.of(config, hardware, precision=precision, options=options, engine=engine, tp=tp)
     quantities = (
-        ("Critical batch: weight matmuls turn compute-bound",
-         lambda: crossovers.critical_batch(hardware, precision, config)),
+        ("Critical batch: weight matmuls turn compute-bound", lambda: crossovers.critical_batch(d)),
         *([("Expert critical batch: each touched routed expert sees the critical batch",
-            lambda: crossovers.expert_critical_batch(config, hardware, precision))] if config.n_experts else []),
-        ("Context where one sequence's KV read equals the weights",
-         lambda: crossovers.kv_equals_weights_context(config, precision)),
-        ("Memory wall: the largest batch that fits",
-         lambda: crossovers.max_batch(config, hardware, precision, prompt, gen, options, engine, tp, prefill_chunk)),
-        ("Batch reaching 90% of the decode throughput asymptote",
-         lambda: crossovers.saturation_batch(config, hardware, precision, prompt, 0.9, options, engine, tp)),
-        ("Batch beyond which doubling it gains < 10% tokens/s",
-         lambda: crossovers.diminishing_batch(config, hardware, precision, prompt, 0.1, options, engine, tp)),
+            lambda: crossovers.expert_critical_batch(d))] if config.n_experts else []),
+        ("Context where one sequence's KV read equals the weights", lambda: crossovers.kv_equals_weights_context(d)),
+        ("Memory wall: the largest batch that fits", lambda: crossovers.max_batch(d, prompt, gen, prefill_chunk)),
+        ("Batch reaching 90% of the decode throughput asymptote", lambda: crossovers.saturation_batch(d, prompt, 0.9)),
+        ("Batch beyond which doubling it gains < 10% tokens/s", lambda: crossovers.diminishing_batch(d, prompt, 0.1)),
     )
     rows = []
     for title, solve in quantities:
@@ -463,10 +459,8 @@ def headline(analysis: Analysis) -> None:
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
     spec = setup.speculation
     try:
-        result = speculation.speculate(analysis.config, analysis.hardware, spec["draft"], spec["gamma"], spec["alpha"],
-                                       batch=setup.batch, prompt=setup.prompt, precision=analysis.precision,
-                                       options=analysis.options, engine=analysis.engine,
-                                       tp=analysis.deployment.tp, allow_beyond_window=True)
+        result = speculation.speculate(analysis.deployment, spec["draft"], spec["gamma"], spec["alpha"],
+                                       batch=setup.batch, prompt=setup.prompt, allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
         return
@@ -485,13 +479,6 @@ def speculation_view(analysis: Analysis, setup: Setup) -> None:
 
 # ---- pages ----
 
-def same_setup(analysis: Analysis, setup: Setup, batch) -> Analysis:
-    """The analysis of the configuration shown, at other batch sizes."""
-    return analyze(analysis.config, analysis.hardware, batch=batch, prompt=setup.prompt, gen=setup.gen,
-                   precision=analysis.precision, options=analysis.options, engine=analysis.engine,
-                   allow_beyond_window=True, prefill_chunk=analysis.prefill_chunk, **setup.parallel)
-
-
 def page_roofline(analysis: Analysis, setup: Setup) -> None:
     ops = analysis.op_table(setup.batch, setup.prompt)
     title = f"{analysis.config.name} on {analysis.hardware.name}: B={setup.batch}, S={setup.prompt}"
@@ -505,7 +492,7 @@ def page_roofline(analysis: Analysis, setup: Setup) -> None:
 def page_latency(analysis: Analysis, setup: Setup) -> None:
     wall = int(analysis.metrics["max_batch"].iloc[0])
     batches = sorted({*CURVE_BATCHES.tolist(), setup.batch, wall, wall + 1} - {0})
-    curve = same_setup(analysis, setup, batches).metrics
+    curve = analysis.at(batches).metrics
     label = f"{analysis.config.name} on {analysis.hardware.name}"
     st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,), devices={label: analysis.hardware.id},
                         title=f"TPOT vs tokens/s over batch, S={setup.prompt}+{setup.gen} (dashed: does not fit)"))
@@ -520,7 +507,7 @@ def page_latency(analysis: Analysis, setup: Setup) -> None:
 
 def page_memory(analysis: Analysis, setup: Setup) -> None:
     wall = int(analysis.metrics["max_batch"].iloc[0])
-    metrics = same_setup(analysis, setup, sorted({1, setup.batch, wall} - {0})).metrics
+    metrics = analysis.at(sorted({1, setup.batch, wall} - {0})).metrics
     capacity = {analysis.hardware.name: analysis.hardware.memory_bytes}
     st.image(figure_png("memory_breakdown", metrics, capacity,
                         title=f"{analysis.config.name}: memory at S={setup.prompt}+{setup.gen} tokens (B = 1, yours, the wall)"))
@@ -682,9 +669,8 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
         st.info("B is still A: pick what B changes above.")
         return
     try:
-        other = analyze(base, hardware, batch=[setup.batch], prompt=setup.prompt, gen=setup.gen, precision=precision,
-                        options=setup.options, engine=analysis.engine, allow_beyond_window=True,
-                        prefill_chunk=analysis.prefill_chunk, **setup.parallel, **overrides)
+        other = analysis.what_if(config=base.with_overrides(**overrides) if overrides else base, hardware=hardware,
+                                 precision=precision)
     except ValueError as err:
         st.error(f"**Configuration B cannot be analyzed.** {err}\n\n**Fix:** change B's settings above.")
         return
@@ -891,7 +877,7 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
                      hide_index=True)
         with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
             from roofline.planning.forms import explain
-            for row, batch, tp in explain(frame, setup.model, Workload(rate, setup.prompt, setup.gen), targets):
+            for row, batch, tp in explain(frame, Workload(rate, setup.prompt, setup.gen), targets):
                 st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: runs at batch "
                             f"{int(row['batch'])}, set by {row['binding']}; largest batch within TPOT "
                             f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))

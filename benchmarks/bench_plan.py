@@ -20,12 +20,11 @@ import numpy as np
 
 from roofline.config import load_model
 from roofline.deployment import Deployment
-from roofline.evaluate import evaluate, memory
+from roofline.evaluate import evaluate
+from roofline.memory import memory
 from roofline.hardware import load_hardware
 from roofline.model import DECODE, decode_context
 from roofline.plan import Targets, Workload, plan
-from roofline.planning.search import engine
-from roofline.precision import Precision
 
 SPACE = dict(hardware=("h100-sxm", "h200", "a100-80gb"), tp=(1, 2, 4, 8), pp=(1, 2, 4),
              weights=("bf16", "fp8", "int8", "int4"), kv=("bf16", "fp8"),
@@ -37,7 +36,7 @@ WORK, TARGETS = Workload(rate=10, prompt=1024, gen=256), Targets(ttft_s=0.5, tpo
 def scalar_candidate(config, hw, tp, pp, weights, kv, eng, cap, chunk):
     """The first version's path for one candidate: scalar steps, a bisection for the batch."""
     try:
-        d = Deployment(config, load_hardware(hw), Precision(weights=weights, kv=kv), tp=tp, pp=pp, engine=engine(eng))
+        d = Deployment.of(config, hw, weights=weights, kv=kv, tp=tp, pp=pp, engine=eng)
     except ValueError:
         return None
     fit = int(np.ravel(memory(d, 1.0, 1024.0, 256.0, chunk)["max_batch"])[0])

@@ -9,14 +9,14 @@ import pandas as pd
 
 from .bounds import BOUNDS, COMMUNICATION, to_shape
 from .compiled import COMPONENTS
-from .config import ModelConfig, check_context, load_model
+from .config import ModelConfig, check_context
 from .cost import BYTE_CATEGORIES
 from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
-from .engine import Engine, load_engine
+from .engine import Engine
 from .evaluate import evaluate
-from .hardware import Hardware, load_hardware
-from .model import DECODE, PREFILL, Options, decode_context, parameter_count, routed_parameter_count
-from .evaluate import DEFAULT_PREFILL_CHUNK
+from .hardware import Hardware
+from .model import DECODE, PREFILL, Options, decode_context
+from .memory import DEFAULT_PREFILL_CHUNK
 from .gap import decode_gap
 from .precision import Precision
 
@@ -58,19 +58,14 @@ def _check_positive(name: str, values) -> np.ndarray:
     return array
 
 
-def _resolve(model, hardware, precision, options, overrides) -> tuple[ModelConfig, Hardware, Precision, Options]:
-    config = load_model(model)
-    if overrides:
-        config = config.with_overrides(**overrides)
-    return config, load_hardware(hardware), precision or Precision(), options or Options()
-
-
 @dataclass(frozen=True)
 class Analysis:
     """The metrics of one deployment at each batch size, and the per-op detail behind them."""
     deployment: Deployment
     metrics: pd.DataFrame  # one row per batch size
     prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK  # tokens per prefill step behind the workspace (None: all)
+    prompt: int = 1024  # tokens each sequence's prompt holds
+    gen: int = 128  # tokens each sequence generates
 
     config = property(lambda self: self.deployment.config)
     hardware = property(lambda self: self.deployment.hardware)
@@ -78,6 +73,15 @@ class Analysis:
     options = property(lambda self: self.deployment.options)
     engine = property(lambda self: self.deployment.engine)
     compiled = property(lambda self: self.deployment.compiled)
+
+    def at(self, batch) -> Analysis:
+        """The same deployment, workload and prefill chunk at other batch sizes."""
+        return analysis_of(self.deployment, batch, self.prompt, self.gen, self.prefill_chunk)
+
+    def what_if(self, **changes) -> Analysis:
+        """The analysis of dataclasses.replace(deployment, **changes) at the same batches and workload."""
+        return analysis_of(replace(self.deployment, **changes), self.metrics["batch"].to_numpy(), self.prompt,
+                           self.gen, self.prefill_chunk)
 
     def records(self) -> list[dict]:
         rows = self.metrics.to_dict(orient="records")
@@ -137,20 +141,28 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     prompt + gen beyond the model's context window is refused unless allow_beyond_window.
     prefill_chunk: prompt tokens per prefill step, which sizes the activation workspace (None: the whole batch).
     """
-    config, hw, precision, options = _resolve(model, hardware, precision, options, overrides)
-    batches = _check_positive("batch", np.atleast_1d(batch))
+    deployment = Deployment.of(model, hardware, precision=precision, options=options, tp=tp,
+                               replicas=replicas, engine=engine, **overrides)
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
-    check_context(config, prompt + gen, allow=allow_beyond_window)
-    engine = load_engine(engine)
-    deployment = Deployment(config, hw, precision, options, engine, tp=tp, replicas=replicas)
+    check_context(deployment.config, prompt + gen, allow=allow_beyond_window)
+    return analysis_of(deployment, batch, prompt, gen, prefill_chunk)
+
+
+def analysis_of(deployment: Deployment, batch, prompt, gen, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK
+                ) -> Analysis:
+    """`analyze` of a Deployment already built: its metrics at each batch (the context window is the caller's)."""
+    batches = _check_positive("batch", np.atleast_1d(batch))
+    prompt, gen = _check_positive("prompt", prompt), _check_positive("gen", gen)
     if not deployment.compiled.params < MAX_PARAMS:
-        raise ValueError(f"model {config.name!r}: {float(deployment.compiled.params):.3g} parameters; fix: check "
-                         "hidden_size, intermediate_size, vocab_size and the expert counts (sizes this large are typos)")
+        raise ValueError(f"model {deployment.config.name!r}: {float(deployment.compiled.params):.3g} parameters; fix: "
+                         "check hidden_size, intermediate_size, vocab_size and the expert counts (sizes this large are "
+                         "typos)")
     values = with_ideal(deployment, evaluate(deployment, batches, prompt, gen, parallel_columns=True,
                                              prefill_chunk=prefill_chunk),
                         lambda d: evaluate(d, batches, prompt, gen, parallel_columns=True, prefill_chunk=prefill_chunk))
-    return Analysis(deployment, _frame(_with_scopes(values, config, precision), integers=True), prefill_chunk)
+    metrics = _frame(_with_scopes(values, deployment), integers=True)
+    return Analysis(deployment, metrics, prefill_chunk, int(prompt), int(gen))
 
 
 @dataclass(frozen=True)
@@ -172,18 +184,17 @@ def with_ideal(deployment: Deployment, values: dict, evaluate_at) -> dict:
     return out
 
 
-def _with_scopes(values: dict, config: ModelConfig, precision: Precision) -> dict:
+def _with_scopes(values: dict, d: Deployment) -> dict:
     """Each size figure twice, labelled by scope: on one GPU (`params`, `weight_bytes` and `memory_bytes` are
     that shard's, as before) and over the whole deployment (every GPU of every replica)."""
     shape = np.shape(values["tpot_s"])
-    gpus = float(np.ravel(values["gpus"])[0])
-    tp = int(np.ravel(values["tp"])[0])
-    params_total = float(np.ravel(values["params"])[0]) if tp == 1 else float(parameter_count(config))
-    routed_total = routed_parameter_count(config) if precision.experts is not None else 0  # b_e = b_w otherwise
+    params_total, routed_total = d.whole_model_params
+    if d.precision.experts is None:
+        routed_total = 0  # b_e = b_w: no separate expert bytes
     scoped = {"params_per_gpu": values["params"], "params_total": params_total,
               "weight_bytes_per_gpu": values["weight_bytes"],
-              "weight_bytes_total": precision.held_weight_bytes(params_total, routed_total) * values["replicas"],
-              "memory_bytes_per_gpu": values["memory_bytes"], "memory_bytes_total": values["memory_bytes"] * gpus}
+              "weight_bytes_total": d.precision.held_weight_bytes(params_total, routed_total) * d.replicas,
+              "memory_bytes_per_gpu": values["memory_bytes"], "memory_bytes_total": values["memory_bytes"] * d.gpus}
     return {**values, **{name: to_shape(value, shape) for name, value in scoped.items()}}
 
 
@@ -229,7 +240,8 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     prefill=False gives a decode-only sweep (no TTFT/E2E), e2e=False skips E2E only; tp and
     replicas and engine as in `analyze`.
     """
-    config, hw, _, options = _resolve(model, hardware, None, options, overrides)
+    base = Deployment.of(model, hardware, options=options, tp=tp, replicas=replicas,
+                         engine=engine, **overrides)
     batches = _check_positive("batch", np.atleast_1d(batch))
     contexts = _check_positive("context", np.atleast_1d(context))
     gens = _check_positive("gen", np.atleast_1d(gen))
@@ -237,7 +249,7 @@ def sweep(model: str | ModelConfig, hardware: str | Hardware, batch=(1,), contex
     columns_b, rows_s, depth_g = batches[:, None, None], contexts[None, :, None], gens[None, None, :]
     for w, k, a in itertools.product(np.atleast_1d(weights), np.atleast_1d(kv), np.atleast_1d(activations)):
         precision = Precision(weights=str(w), kv=str(k), activations=str(a), experts=experts)
-        deployment = Deployment(config, hw, precision, options, load_engine(engine), tp=tp, replicas=replicas)
+        deployment = replace(base, precision=precision)
         # one GPU's sweep stays free of the parallel columns (and fast)
         values = with_ideal(deployment, evaluate(deployment, columns_b, rows_s, depth_g, e2e, prefill,
                                                  prefill_chunk=prefill_chunk),

@@ -28,7 +28,6 @@ class Roofs:
     bandwidth: float  # bytes/s
     weight_matmul_flops: float  # FLOP/s for matmuls against weights
     attention_matmul_flops: float  # FLOP/s for matmuls against the KV cache
-    overhead_s: float  # fixed time per step
     corner: float = math.inf  # p of the p-norm combining an op's compute and memory time
     attention_bandwidth: float | None = None  # bytes/s for attention ops; None: `bandwidth`
     attention_corner: float | None = None  # p for attention ops; None: `corner`
@@ -41,13 +40,14 @@ class Roofs:
     state_bandwidth: float | None = None
 
     @classmethod
-    def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, n_layers: int = 0, group: int = 1,
+    def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, group: int = 1,
            bandwidth: float | None = None, peak_flops: dict | None = None) -> Roofs:
         """The roofs `engine` reaches on `hw` for these formats; `group` query heads share a K/V head.
 
         bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays).
         GQA re-reads (Engine.gqa_rereads) are priced as softmax attention streaming the cache that many times
-        slower: the bytes a step needs stay the model's, the engine's kernels move more of them.
+        slower: the bytes a step needs stay the model's, the engine's kernels move more of them. An engine's
+        fixed times are no roof: they are rows of the step (roofline.deployment).
         """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
 
@@ -60,7 +60,7 @@ class Roofs:
         return cls(bandwidth * weights,
                    peak(weight_dtype) * engine.flops_efficiency,
                    peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
-                   engine.step_overhead_s + engine.layer_overhead_s * n_layers, engine.corner,
+                   engine.corner,
                    bandwidth * attention if attention != weights else None,
                    engine.attention_corner,
                    peak(expert_dtype) * engine.flops_efficiency if expert_dtype != weight_dtype else None,
@@ -96,8 +96,8 @@ class StepTimes:
     compute_s: list  # per op
     memory_s: list  # per op
     time_s: list  # per op: compute and memory combined at the calibrated corner
-    roofline_s: np.ndarray  # step total, each op max(compute, memory), plus overhead
-    no_overlap_s: np.ndarray  # step total, each op compute + memory, plus overhead
+    roofline_s: np.ndarray  # the model ops' total, each op max(compute, memory) (at the corner)
+    no_overlap_s: np.ndarray  # the model ops' total, each op compute + memory
     bound: np.ndarray  # index into BOUNDS
     bound_s: np.ndarray  # seconds of the step spent waiting on that resource
 
@@ -196,10 +196,9 @@ def _per_op(values, shape: tuple) -> np.ndarray:
 def _step(compute: list, memory: list, times: list, sums: list, roofs: Roofs) -> StepTimes:
     """sums: the step's op time, no-overlap time and the four waits, summed over ops."""
     roofline, no_overlap, *waits = sums
-    roofline = roofline + roofs.overhead_s
     bound = np.zeros(np.shape(roofline), dtype=np.int8)
     longest = waits[0]
     for index, wait in enumerate(waits[1:], start=1):  # argmax without stacking four grids
         bound[np.broadcast_to(wait > longest, bound.shape)] = index
         longest = np.maximum(longest, wait)
-    return StepTimes(compute, memory, times, roofline, no_overlap + roofs.overhead_s, bound, longest)
+    return StepTimes(compute, memory, times, roofline, no_overlap, bound, longest)

@@ -19,7 +19,7 @@ import sympy as sp
 from .api import Analysis
 from .config import GLOBAL, STATE_MIXERS, ModelConfig
 from .deployment import Deployment
-from .evaluate import memory
+from .memory import memory
 from .hardware import Hardware
 from .model import DECODE, Options, phase_ops
 from .precision import Precision
@@ -88,7 +88,7 @@ def layer_kind_table(analysis: Analysis, batch: int, prompt: int, gen: int) -> p
 def hybrid_walls(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
                  gen: int = 128) -> pd.DataFrame:
     """The model against its all-attention twin: cache per sequence, largest batch that fits, the context
-    where one sequence's cache read equals the weights read (evaluate.memory, derivations)."""
+    where one sequence's cache read equals the weights read (roofline.memory, derivations)."""
     from . import derivations
     rows = []
     for label, cfg in (("this model", config), ("all-attention twin", attention_twin(config))):

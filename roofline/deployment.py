@@ -1,10 +1,12 @@
-"""The one step pricer: a model on a device at a precision, calibrated, split tp × pp × ep, replicated.
+"""The one step pricer: a model on a device at a precision, under an engine, split tp × pp × ep, replicated.
 
 `Deployment.step` prices one step of one replica as a table of ops: every model op one GPU runs
 (times its layer count), then the collectives (tensor-parallel all-reduces, pipeline hand-offs,
-expert all-to-alls) and the engine's fixed overheads as ops of their own. The step's time is the
-sum of the table; its binding resource is what the largest share waits on (the collectives when they
-take longer than any other wait). Every estimate asks a Deployment; none builds roofs or shards itself.
+expert all-to-alls) and the engine's fixed overheads as rows of their own. The step's
+time is the sum of the table (the roofs carry no fixed time); its binding resource is what the largest
+share waits on (the collectives when they take longer than any other wait). `Deployment.of` is the one
+place names and files become objects; every estimate takes a Deployment first and none builds roofs or
+shards itself.
 
 The achievable roofs are one field, `engine` (roofline/engine.py: the efficiencies its kernels reach, its
 launch and host latencies, its quantized GEMVs, its all-reduce latency; a harness fit is one too): its roofs
@@ -13,20 +15,21 @@ prices the collectives, and its per-request cost is in TTFT (roofline.evaluate).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import cached_property
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 import numpy as np
 
 from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
-from .config import MOE, ModelConfig
-from .engine import IDEAL, Engine
-from .hardware import Hardware
-from .model import DECODE, PREFILL, QUERIES, OpName, Options, decode_context
+from .config import MOE, ModelConfig, load_model
+from .engine import IDEAL, Engine, load_engine
+from .hardware import Hardware, load_hardware
+from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
+                    routed_parameter_count)
 from .precision import Precision
-from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, is_routed, link, shard,
-                       stage_layers, stage_memory_bytes, whole)
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, alltoall_send_bytes, is_routed,
+                       link, shard, stage_layers, stage_memory_bytes, whole)
 
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 COLLECTIVE_GROUPS = ("tp", "pp", "ep")
@@ -73,6 +76,26 @@ class Deployment:
     replicas: int = 1  # model copies; a batch is per replica
     # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
     ceilings: Ceilings | None = None
+
+    @classmethod
+    def of(cls, model: str | ModelConfig, hardware: str | Hardware, *, weights: str | None = None,
+           kv: str | None = None, activations: str | None = None, experts: str | None = None,
+           precision: Precision | None = None, engine: str | Engine | None = None,
+           options: Options | None = None, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
+           ceilings: Ceilings | None = None, **overrides) -> Deployment:
+        """The one place names and files become objects: a bundled name or path for the model, the device
+        and the engine; dtype names for the formats (bf16 unless given), or a whole `precision`; architecture
+        what-ifs as `overrides` (n_kv_heads=8, ...). A what-if on the result is dataclasses.replace(d, ...)."""
+        formats = {"weights": weights, "kv": kv, "activations": activations, "experts": experts}
+        given = {name: value for name, value in formats.items() if value is not None}
+        if precision is not None and given:
+            raise ValueError(f"{', '.join(given)}: given beside precision={precision!r}; give the formats by name "
+                             "or as one Precision, not both")
+        config = load_model(model)
+        if overrides:
+            config = config.with_overrides(**overrides)
+        return cls(config, load_hardware(hardware), precision or Precision(**given), options or Options(),
+                   load_engine(engine), tp=tp, pp=pp, ep=ep, replicas=replicas, ceilings=ceilings)
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
@@ -124,13 +147,11 @@ class Deployment:
 
     @cached_property
     def roofs(self) -> Roofs:
-        """The engine's roofs for these formats; every pipeline stage pays the per-step overhead on its own GPU."""
+        """The engine's roofs for these formats (its fixed costs are rows of the step: `fixed_rows`)."""
         group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
         measured = self.ceilings
-        roofs = Roofs.of(self.hardware, self.precision, self.engine, self.config.n_layers, group,
-                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
-        host = (self.pp - 1) * self.engine.step_overhead_s
-        return roofs if self.pp == 1 else replace(roofs, overhead_s=roofs.overhead_s + host)
+        return Roofs.of(self.hardware, self.precision, self.engine, group,
+                        None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
 
     @property
     def link_latency_assumed(self) -> bool:
@@ -140,6 +161,13 @@ class Deployment:
         """(bandwidth, latency) of one collective hop: the engine's latency where its profile has one."""
         bandwidth, latency, _ = link(self.hardware)
         return bandwidth, latency if self.engine.allreduce_latency_s is None else self.engine.allreduce_latency_s
+
+    @property
+    def whole_model_params(self) -> tuple[float, float]:
+        """(parameters, routed-expert parameters) of the whole model, every shard together."""
+        if self.tp == 1:
+            return float(self.compiled.params), float(self.compiled.routed_params)
+        return _whole_model_params(self.config)
 
     @property
     def weight_bytes(self) -> float:
@@ -179,7 +207,7 @@ class Deployment:
     def price(self, compiled: CompiledPhase, components, tokens) -> Step:
         """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows."""
         times = step_times(components, compiled, self.roofs)
-        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self._overhead_rows())
+        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self.fixed_rows())
 
     def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
         """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
@@ -209,12 +237,13 @@ class Deployment:
             out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
         if self.ep > 1:  # each GPU sends its B·T/e tokens' k rows, less those staying on it
             count = ALLTOALLS_PER_MOE_LAYER * self.config.layer_mlp.count(MOE)
-            sent = tokens / self.ep * self.config.top_k * row_bytes * (self.ep - 1) / self.ep
+            sent = alltoall_send_bytes(tokens / self.ep, self.config.top_k, row_bytes, self.ep)
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 
-    def _overhead_rows(self) -> list[tuple[OpName, int, float]]:
-        """The engine's fixed times, rows of their own only when it has them (already in the roofs)."""
+    def fixed_rows(self) -> list[tuple[OpName, int, float]]:
+        """The engine's fixed times as rows of the step, only when it has them: a step overhead on each pipeline
+        stage's GPU, a launch overhead per layer."""
         cal, rows = self.engine, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
@@ -235,7 +264,7 @@ class Deployment:
         if not rows:
             return steps * fixed
         sequences = 1.0 if cm.decode_context_per_sequence else batch  # scaled back by B below
-        roofs = replace(self.roofs, overhead_s=0.0)
+        roofs = self.roofs
         nodes = np.linspace(0.0, 1.0, E2E_NODES)
 
         def context_s(u):
@@ -256,14 +285,24 @@ class Deployment:
         return steps * fixed + summed
 
 
+@lru_cache(maxsize=64)
+def _whole_model_params(config: ModelConfig) -> tuple[float, float]:
+    """Counted once per model: a split deployment's shards do not add up to it (replicated norms, KV heads)."""
+    return float(parameter_count(config)), float(routed_parameter_count(config))
+
+
 def _with_fixed(phase: str, compiled: CompiledPhase, components: list, times: StepTimes, fixed: list,
                 overheads: list) -> Step:
-    """The model ops' times, with the collectives added as ops (they bind when they wait longest)."""
+    """The model ops' times, then the collectives and the fixed overheads as rows of their own: the step's total
+    is the sum of every row (the collectives bind when they wait longer than any resource)."""
     ops = compiled.ops + tuple(name for name, _, _ in fixed + overheads)
     counts = compiled.counts + tuple(count for _, count, _ in fixed + overheads)
     zeros = [0.0] * (len(fixed) + len(overheads))
     reads = compiled.reads_context + (False,) * len(zeros)
     total_s, no_overlap_s, bound, communication = times.roofline_s, times.no_overlap_s, times.bound, np.float64(0.0)
+    if overheads:
+        overhead = sum(seconds for _, _, seconds in overheads)
+        total_s, no_overlap_s = total_s + overhead, no_overlap_s + overhead
     if fixed:  # one GPU's steps skip these passes over the grid
         communication = total([seconds for _, _, seconds in fixed])
         total_s, no_overlap_s = total_s + communication, no_overlap_s + communication

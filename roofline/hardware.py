@@ -64,11 +64,6 @@ class Hardware:
                              f"with peak_flops.{seen} (or measure it: roofline validate)")
         return self.peak_flops[widest]
 
-    @property
-    def ridge_intensity(self) -> float:
-        """FLOPs per byte at the roofline corner for bf16 matmuls (H100: 989e12 / 3.35e12 = 295)."""
-        return self.peak("bf16") / self.memory_bandwidth
-
 
 MAX_QUANTITY = 1e18  # bytes, bytes/s or FLOP/s in a file: beyond an exa-unit a device number is a typo
 
@@ -186,3 +181,20 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
     if key not in table:
         raise ValueError(f"hardware: unknown id {text!r}; bundled ids are {', '.join(sorted(table))}, or pass a JSON path")
     return table[key]
+
+
+# A GPU's name as torch reports it or a paper states it -> its entry in data/hardware.json: every part of a
+# pattern must appear (case-insensitive), first match wins. An A100 comes in 40 and 80 GB: its name must say
+# which (torch's always does), a bare "A100" matches none rather than a guess.
+GPU_NAMES = ((("A100", "80GB"), "a100-80gb"), (("A100", "40GB"), "a100-40gb"), (("H100", "PCIe"), "h100-pcie"),
+             (("H100",), "h100-sxm"), (("H200",), "h200"), (("L40S",), "l40s"), (("A10G",), "a10g"), (("L4",), "l4"),
+             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("B200",), "b200"))
+
+
+def hardware_id_for_gpu(name: str) -> str | None:
+    """The bundled hardware id a GPU's name denotes (GPU_NAMES), or None."""
+    text = name.lower().replace(" ", "").replace("-", "")
+    for parts, hw_id in GPU_NAMES:
+        if all(part.lower().replace(" ", "") in text for part in parts):
+            return hw_id
+    return None

@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from .config import load_model
-from .evaluate import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
+from .engine import load_engine
+from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
 from .hardware import load_hardware
 from .planning.prices import PRICES, load_prices
-from .planning.search import core, engine, rows_of
+from .planning.search import core, rows_of
 from .precision import Precision
 from .serving.batching import MAX_REQUESTS
 from .sharding import whole
@@ -79,8 +80,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     frame = rank(pd.DataFrame(rows))
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, config, {d.id: d for d in devices}, work, targets, frontier, requests,
-                                    seed, progress))
+        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress))
     return frame
 
 
@@ -90,19 +90,19 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         if len(values) == 0:
             raise ValueError(f"{name}: give at least one candidate")
     for e in axes["engines"]:
-        engine(e)
+        load_engine(e)
     for w, k in itertools.product(axes["weights"], axes["kv"]):
         Precision(weights=w, kv=k, experts=experts)
     for name in ("tp", "pp", "ep"):
         for v in axes[name]:
             whole(name, v)
     for cap in axes["max_batch"]:
-        if cap is not None and not (isinstance(cap, (int, np.integer)) and cap >= 1):
-            raise ValueError(f"max_batch: a cap must be a whole number >= 1 (None: memory's), got {cap!r}")
+        if cap is not None:
+            whole("max_batch", cap, note=" (None: memory's)")
     for chunk in axes["prefill_chunk"]:
         check_prefill_chunk(chunk)
-    if max_gpus is not None and not (isinstance(max_gpus, (int, np.integer)) and max_gpus >= 1):
-        raise ValueError(f"max_gpus: a whole number >= 1 (None: no limit), got {max_gpus!r}")
+    if max_gpus is not None:
+        whole("max_gpus", max_gpus, note=" (None: no limit)")
     if not (isinstance(requests, (int, np.integer)) and 1 <= requests <= MAX_REQUESTS):
         raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 

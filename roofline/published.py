@@ -20,14 +20,11 @@ import numpy as np
 from .deployment import Deployment
 from .engine import Engine
 from .evaluate import evaluate
-from .hardware import DATA_DIR, load_hardware
-from .config import load_model
+from .hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu
 from .precision import Precision
 
 PUBLISHED = DATA_DIR / "published" / "calibration.csv"
 FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batched throughput", "ttft": "TTFT"}
-GPUS = (("A100-SXM4-80GB", "a100-80gb"), ("A100 80GB", "a100-80gb"), ("A100", "a100-80gb"), ("H100", "h100-sxm"),
-        ("H200", "h200"))
 UNSTATED_PROMPT = 300  # llama.cpp's rows do not state the prompt; data/published/README.md says to take 300
 # What a row may say, physically: (low, high) per column; outside it a figure is a typo or a unit slip.
 RANGES = {"num_gpus": (1, 1e5), "batch": (1, 1e6), "input_len": (1, 1e8), "output_len": (1, 1e8),
@@ -105,9 +102,10 @@ def _row(raw: dict, path: Path, line: int) -> Row:
     metric = raw["metric"].strip()
     if metric not in FAMILIES:
         raise ValueError(f"{where}: metric {metric!r} is not one of {', '.join(FAMILIES)}")
-    hardware = next((hw for key, hw in GPUS if key.lower() in raw["gpu"].lower()), None)
+    hardware = hardware_id_for_gpu(raw["gpu"])
     if hardware is None:
-        raise ValueError(f"{where}: gpu {raw['gpu']!r} matches no bundled hardware ({', '.join(h for _, h in GPUS)})")
+        raise ValueError(f"{where}: gpu {raw['gpu']!r} matches no bundled hardware; fix: name the GPU with its memory "
+                         f"(e.g. 'A100 80GB'), one of {', '.join(h for _, h in GPU_NAMES)}")
     weights, group = weight_format(raw["dtype_weights"])
     kv, _ = weight_format(raw["dtype_kv"])
     try:
@@ -130,7 +128,7 @@ def _row(raw: dict, path: Path, line: int) -> Row:
 
 def predict(row: Row, engine: Engine) -> float:
     """The row's metric as the step pricer gives it under `engine`."""
-    deployment = Deployment(load_model(row.model), load_hardware(row.hardware), row.precision, tp=row.tp, engine=engine)
+    deployment = Deployment.of(row.model, row.hardware, precision=row.precision, tp=row.tp, engine=engine)
     gen = max(row.gen, 1)
     m = evaluate(deployment, row.batch, row.prompt, gen, parallel_columns=False)
     ttft = float(m["ttft_s"])  # the engine's per-request cost included

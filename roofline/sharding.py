@@ -34,16 +34,16 @@ ALLTOALLS_PER_MOE_LAYER = 2  # dispatch tokens to their experts, combine the out
 ROUTED_OPS = ("experts.gate_up", "experts.up", "experts.act", "experts.down")  # ops.moe_block's routed experts
 
 
-def whole(name: str, value, low: int = 1) -> int:
+def whole(name: str, value, low: int = 1, note: str = "", fix: str = "") -> int:
+    """The one check of a count (a degree, a batch, tokens): a whole number >= low, no bool, no float."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}: must be a whole number >= {low}, got {value!r}")
+        raise ValueError(f"{name}: must be a whole number >= {low}{note}, got {value!r}" + (f"; fix: {fix}" if fix else ""))
     return int(value)
 
 
 def shard(config: ModelConfig, tp: int) -> ModelConfig:
     """The part of the model one GPU holds and runs under tensor parallelism of degree tp."""
-    if not isinstance(tp, (int, np.integer)) or isinstance(tp, bool) or tp < 1:
-        raise ValueError(f"tp: must be a whole number >= 1, got {tp!r}")
+    whole("tp", tp)
     n, k = config.n_heads, config.n_kv_heads
     if n % tp:
         raise ValueError(f"tp: {tp} does not divide the {n} query heads of {config.name!r}")
@@ -85,6 +85,12 @@ def stage_layers(n_layers: int, pp: int) -> list[range]:
 
 def is_routed(op_name) -> bool:
     return op_name.op in ROUTED_OPS
+
+
+def alltoall_send_bytes(tokens, top_k, row_bytes, gpus):
+    """Bytes one GPU sends in one all-to-all: its `tokens` rows each routed to `top_k` experts, less the share
+    staying on it under uniform routing, (e − 1)/e. Works on numbers, arrays and sympy symbols alike."""
+    return tokens * top_k * row_bytes * (gpus - 1) / gpus
 
 
 def allreduce_time(message, gpus, link_bandwidth, latency):

@@ -22,6 +22,7 @@ from roofline.views import plots  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
 from roofline.symbols import S, T  # noqa: E402
+from roofline.deployment import Deployment
 from test_fuzz_inputs import broken_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -325,8 +326,8 @@ def test_speculative_decoding_under_tensor_parallelism_is_the_librarys_tp_specul
     [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
     toggle.set_value(True).run()
     clean(at)
-    split = speculation.speculate("llama-2-13b", "h100-sxm", 0.1, 4, 0.8, batch=1, prompt=1024, tp=2)
-    alone = speculation.speculate("llama-2-13b", "h100-sxm", 0.1, 4, 0.8, batch=1, prompt=1024)
+    split = speculation.speculate(Deployment.of("llama-2-13b", "h100-sxm", tp=2), 0.1, 4, 0.8, batch=1, prompt=1024)
+    alone = speculation.speculate(Deployment.of("llama-2-13b", "h100-sxm"), 0.1, 4, 0.8, batch=1, prompt=1024)
     assert metric(at, "TPOT with speculation") == fmt_seconds(split.tpot_s) != fmt_seconds(alone.tpot_s)
 
 
@@ -336,7 +337,7 @@ def test_speculative_decoding_shows_the_librarys_effective_tpot():
     [toggle] = [t for t in at.sidebar.toggle if t.label == "Speculative decoding"]
     toggle.set_value(True).run()
     clean(at)
-    result = speculative.speculate("llama-2-13b", "h100-sxm", 0.1, 4, 0.8, batch=1, prompt=1024)
+    result = speculative.speculate(Deployment.of("llama-2-13b", "h100-sxm"), 0.1, 4, 0.8, batch=1, prompt=1024)
     assert metric(at, "TPOT with speculation") == fmt_seconds(result.tpot_s)
     assert metric(at, "TPOT") == expected(analyze(**DEFAULT))["TPOT"]
 

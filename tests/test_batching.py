@@ -22,7 +22,7 @@ def work(arrivals, prompts, outputs) -> Workload:
 
 @pytest.mark.parametrize("policy", ["static", "continuous"])
 def test_a_lone_request_gets_the_librarys_ttft_and_e2e(policy):
-    result = simulate(MODEL, H100, work([0.0], [700], [50]), policy)
+    result = simulate(Deployment.of(MODEL, H100), work([0.0], [700], [50]), policy)
     lib = evaluate(Deployment(MODEL, H100, Precision()), 1.0, 700.0, 50.0)
     assert result.ttft_s[0] == pytest.approx(float(lib["ttft_s"]), rel=1e-9)
     assert result.e2e_s[0] == pytest.approx(float(lib["e2e_s"]), rel=1e-3)  # contexts bucketed to 16 tokens
@@ -55,15 +55,15 @@ def test_continuous_schedule_matches_a_hand_enumeration():
 
 def test_continuous_batching_beats_static_under_load():
     w = poisson_workload(400, 20.0, 256, 64, seed=2)
-    static, continuous = (simulate(MODEL, H100, w, policy).summary() for policy in ("static", "continuous"))
+    static, continuous = (simulate(Deployment.of(MODEL, H100), w, policy).summary() for policy in ("static", "continuous"))
     assert continuous["throughput_tokens_per_s"] > static["throughput_tokens_per_s"]
     assert continuous["ttft_p99_s"] < static["ttft_p99_s"] and continuous["e2e_p50_s"] < static["e2e_p50_s"]
 
 
 def test_chunked_prefill_keeps_every_iteration_within_its_token_budget_and_smooths_tpot():
     w = poisson_workload(300, 8.0, 2000, 64, seed=4)
-    plain = simulate(MODEL, H100, w, chunk_tokens=None)
-    chunked = simulate(MODEL, H100, w, chunk_tokens=512)
+    plain = simulate(Deployment.of(MODEL, H100), w, chunk_tokens=None)
+    chunked = simulate(Deployment.of(MODEL, H100), w, chunk_tokens=512)
     assert np.percentile(chunked.tpot_s[np.isfinite(chunked.tpot_s)], 99) < np.percentile(
         plain.tpot_s[np.isfinite(plain.tpot_s)], 99)
     assert chunked.output_tokens == plain.output_tokens
@@ -72,15 +72,15 @@ def test_chunked_prefill_keeps_every_iteration_within_its_token_budget_and_smoot
 def test_paged_blocks_admit_more_sequences_than_contiguous_max_length_reservations():
     small = dataclasses.replace(H100, memory_bytes=18e9)  # ~2 GB of KV after the weights
     w = poisson_workload(300, 50.0, 300, 100, seed=5)
-    paged = simulate(MODEL, small, w, block_size=16)
-    contiguous = simulate(MODEL, small, w, block_size=None)
+    paged = simulate(Deployment.of(MODEL, small), w, block_size=16)
+    contiguous = simulate(Deployment.of(MODEL, small), w, block_size=None)
     assert paged.trace_batch.max() > contiguous.trace_batch.max()
     assert paged.throughput_tokens_per_s > contiguous.throughput_tokens_per_s
 
 
 def test_thousands_of_requests_simulate_in_seconds():
     start = time.perf_counter()
-    result = simulate(MODEL, H100, poisson_workload(3000, 30.0, 512, 128, seed=6))
+    result = simulate(Deployment.of(MODEL, H100), poisson_workload(3000, 30.0, 512, 128, seed=6))
     assert time.perf_counter() - start < 10 and result.e2e_s.size == 3000
 
 
@@ -101,9 +101,9 @@ def test_every_request_finishes_after_its_first_token_and_each_iteration_serves_
     (lambda: poisson_workload(10, 0.0), "rate"),
     (lambda: poisson_workload(10, -1.0), "rate"),
     (lambda: poisson_workload(0, 1.0), "requests"),
-    (lambda: simulate(MODEL, H100, work([0], [5], [5]), "fifo"), "policy"),
-    (lambda: simulate(MODEL, H100, work([0], [5], [5]), block_size=0), "block_size"),
-    (lambda: simulate("llama-2-70b", H100, work([0], [5], [5])), "memory"),
+    (lambda: simulate(Deployment.of(MODEL, H100), work([0], [5], [5]), "fifo"), "policy"),
+    (lambda: simulate(Deployment.of(MODEL, H100), work([0], [5], [5]), block_size=0), "block_size"),
+    (lambda: simulate(Deployment.of("llama-2-70b", H100), work([0], [5], [5])), "memory"),
 ])
 def test_bad_simulation_input_is_a_clear_error(call, field):
     with pytest.raises(ValueError, match=field):

@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 
-from roofline import load_hardware, load_model
 from roofline.cli import main
 from roofline.cli.serving import batch_trace
 from roofline.serving.crossovers import saturation_batch
 from roofline.serving.speculation import speculate
+from roofline.deployment import Deployment
 
 
 def run_json(capsys, *args) -> dict:
@@ -25,7 +25,7 @@ def run_json(capsys, *args) -> dict:
 def test_speculate_json_has_the_contract_keys_and_the_librarys_values(capsys):
     out = run_json(capsys, "speculate", "--model", "llama-2-13b", "--draft", "tinyllama-1.1b-chat-v1.0",
                    "--hardware", "h100-sxm", "--gamma", "5", "--alpha", "0.75", "--batch", "8", "--prompt", "2048")
-    want = speculate("llama-2-13b", "h100-sxm", "tinyllama-1.1b-chat-v1.0", 5, 0.75, batch=8, prompt=2048)
+    want = speculate(Deployment.of("llama-2-13b", "h100-sxm"), "tinyllama-1.1b-chat-v1.0", 5, 0.75, batch=8, prompt=2048)
     for key in ("expected_tokens_per_iteration", "iteration_s", "tpot_s", "speedup", "best_gamma"):
         assert out[key] == pytest.approx(getattr(want, key)), key
     assert out["expected_tokens_per_iteration"] == pytest.approx((1 - 0.75 ** 6) / 0.25)
@@ -42,8 +42,7 @@ def test_crossovers_json_has_each_value_and_its_expression(capsys):
         assert isinstance(out[key], (int, float)) and out[key] > 0, key
         assert isinstance(out[f"{key}_expression"], str) and "=" in out[f"{key}_expression"], key
     assert out["critical_batch"] == pytest.approx(989.4e12 / 3.35e12)
-    assert out["saturation_batch_90"] == saturation_batch(load_model("llama-2-13b"), load_hardware("h100-sxm"),
-                                                          prompt=2048).value
+    assert out["saturation_batch_90"] == saturation_batch(Deployment.of("llama-2-13b", "h100-sxm"), prompt=2048).value
 
 
 def test_crossovers_that_never_happen_are_null(capsys):
@@ -92,7 +91,7 @@ def test_simulate_json_has_the_contract_keys_and_is_reproducible_by_seed(capsys,
 def test_simulate_matches_the_library(capsys):
     from roofline.serving.batching import poisson_workload, simulate
     out = run_json(capsys, "simulate", "--rate", "5", "--requests", "100", "--seed", "3")
-    want = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(100, 5.0, 512, 128, seed=3)).summary()
+    want = simulate(Deployment.of("llama-3.1-8b", "h100-sxm"), poisson_workload(100, 5.0, 512, 128, seed=3)).summary()
     assert out["throughput_tokens_per_s"] == pytest.approx(want["throughput_tokens_per_s"])
     assert out["e2e_p99_s"] == pytest.approx(want["e2e_p99_s"])
 
@@ -118,13 +117,13 @@ def test_batch_trace_keeps_each_runs_end_time_and_peak():
 def test_simulate_json_carries_a_thinned_batch_trace_that_keeps_the_peak(capsys):
     from roofline.serving.batching import poisson_workload, simulate
     out = run_json(capsys, "simulate", "--rate", "20", "--requests", "200", "--output-mean", "64", "--seed", "4")
-    result = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(200, 20.0, 512, 64, seed=4))
+    result = simulate(Deployment.of("llama-3.1-8b", "h100-sxm"), poisson_workload(200, 20.0, 512, 64, seed=4))
     trace = np.array(out["batch_trace"])
     assert len(result.trace_s) > 200 == len(trace)
     assert np.all(np.diff(trace[:, 0]) > 0) and trace[-1, 0] == pytest.approx(result.trace_s[-1])
     assert trace[:, 1].max() == out["max_concurrency"] == result.trace_batch.max()
     small = run_json(capsys, "simulate", "--requests", "3", "--output-mean", "8", "--seed", "1")
-    result = simulate("llama-3.1-8b", "h100-sxm", poisson_workload(3, 10.0, 512, 8, seed=1))
+    result = simulate(Deployment.of("llama-3.1-8b", "h100-sxm"), poisson_workload(3, 10.0, 512, 8, seed=1))
     assert small["batch_trace"] == [[pytest.approx(t), int(b)] for t, b in zip(result.trace_s, result.trace_batch)]
 
 
@@ -132,7 +131,7 @@ def test_parallel_json_is_the_pipeline_library_result(capsys):
     from roofline.serving.pipeline import analyze_pipeline
     out = run_json(capsys, "parallel", "--model", "llama-2-70b", "--tp", "2", "--pp", "4", "--microbatches", "4",
                    "--batch", "32", "--prompt", "2048", "--gen", "256")
-    want = analyze_pipeline("llama-2-70b", "h100-sxm", pp=4, microbatches=4, batch=32, prompt=2048, gen=256, tp=2)
+    want = analyze_pipeline(Deployment.of("llama-2-70b", "h100-sxm", pp=4, tp=2), microbatches=4, batch=32, prompt=2048, gen=256)
     for key in ("per_gpu_memory_bytes", "tpot_s", "tokens_per_s", "bubble_fraction", "comm_s", "pass_bubble_fraction"):
         assert out[key] == pytest.approx(getattr(want, key)), key
     assert out["gpus"] == 8 and out["experts_touched_per_gpu"] is None
@@ -141,7 +140,7 @@ def test_parallel_json_is_the_pipeline_library_result(capsys):
 def test_parallel_json_spreads_experts_when_asked(capsys):
     from roofline.serving.expert_parallel import analyze_expert_parallel
     out = run_json(capsys, "parallel", "--model", "mixtral-8x7b", "--ep", "4", "--batch", "16")
-    want = analyze_expert_parallel("mixtral-8x7b", "h100-sxm", ep=4, batch=16)
+    want = analyze_expert_parallel(Deployment.of("mixtral-8x7b", "h100-sxm", ep=4), batch=16)
     for key in ("per_gpu_memory_bytes", "tpot_s", "comm_s", "experts_touched_per_gpu", "alltoall_bytes"):
         assert out[key] == pytest.approx(getattr(want, key)), key
     assert out["gpus"] == 4 and out["bubble_fraction"] == 0 and out["transfer_s"] is None

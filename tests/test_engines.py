@@ -289,13 +289,14 @@ def test_the_serving_commands_price_with_the_engine(command, capsys):
     assert outputs[0] != outputs[1]
 
 
-def test_crossovers_price_with_the_engine(capsys):
-    """Its roofs and fixed costs are lines in B like the ideal's: slower roofs move the saturation batch."""
-    found = []
+def test_crossovers_price_the_engine(capsys):
+    """They were refused with --engine (no engine in their closed forms); solved on the step's lines, they take it."""
+    outputs = []
     for engine in ("ideal", "gpt-fast"):
-        assert main(["crossovers", "--hardware", "a100-80gb", "--engine", engine, "--json"]) == 0
-        found.append(json.loads(capsys.readouterr().out))
-    assert found[0]["saturation_batch_90"] != found[1]["saturation_batch_90"]
+        assert main(["crossovers", "--engine", engine, "--json"]) == 0
+        outputs.append(json.loads(capsys.readouterr().out))
+    assert outputs[1]["saturation_batch_90"] != outputs[0]["saturation_batch_90"]
+    assert outputs[1]["max_batch"] == outputs[0]["max_batch"]  # memory: no engine in it
 
 
 def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp_path):

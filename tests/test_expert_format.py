@@ -189,21 +189,21 @@ def test_expert_parallel_and_pipeline_memory_hold_the_experts_at_their_width():
 def test_kv_equals_weights_context_reads_the_experts_at_their_width():
     config = load_model("gpt-oss-120b")
     p = Precision(weights="bf16", experts="mxfp4")
-    c = kv_equals_weights_context(config, p)
+    c = kv_equals_weights_context(Deployment(config, H100, p))
     assert b_e in c.expression.free_symbols and c.given["b_e"] == MXFP4
-    assert c.value < kv_equals_weights_context(config).value
+    assert c.value < kv_equals_weights_context(Deployment(config, H100)).value
     d = Deployment(config, H100, p)
     parts = np.array(d.compiled.decode(1.0, c.value, p.byte_widths))
     assert parts[:, 4].sum() == pytest.approx(parts[:, 1].sum(), rel=1e-6)  # KV read == weights read
-    assert b_e not in kv_equals_weights_context(config).expression.free_symbols  # None: in b_w alone, as before
+    assert b_e not in kv_equals_weights_context(Deployment(config, H100)).expression.free_symbols  # None: in b_w alone, as before
 
 
 def test_expert_critical_batch_uses_the_experts_width():
     """Each expert must see ridge x b_e / 2 tokens: with 4.25-bit experts fewer than with bf16 ones."""
     config = load_model("gpt-oss-120b")
-    mx = expert_critical_batch(config, H100, Precision(experts="mxfp4"))
+    mx = expert_critical_batch(Deployment(config, H100, Precision(experts="mxfp4")))
     assert mx.given["B_crit"] == pytest.approx(H100.peak("bf16") / H100.memory_bandwidth * MXFP4 / 2)
-    assert mx.value < expert_critical_batch(config, H100).value
+    assert mx.value < expert_critical_batch(Deployment(config, H100)).value
 
 
 def test_sweep_and_plan_carry_the_expert_format():
@@ -230,8 +230,8 @@ def test_the_expert_width_is_one_letter_of_every_evaluator():
 
 def test_a_dense_draft_of_an_moe_target_with_an_expert_format_drafts_in_the_weights_format():
     from roofline import speculate
-    fast = speculate("qwen3-30b-a3b", "h100-sxm", "qwen3-8b", 2, 0.7, precision=Precision(experts="int4"))
-    slow = speculate("qwen3-30b-a3b", "h100-sxm", "qwen3-8b", 2, 0.7)
+    fast = speculate(Deployment.of("qwen3-30b-a3b", "h100-sxm", precision=Precision(experts="int4")), "qwen3-8b", 2, 0.7)
+    slow = speculate(Deployment.of("qwen3-30b-a3b", "h100-sxm"), "qwen3-8b", 2, 0.7)
     assert fast.tpot_s < slow.tpot_s  # the target's experts read at int4, the dense draft unchanged
     assert fast.draft_s == pytest.approx(slow.draft_s, rel=1e-12)
 

@@ -8,6 +8,7 @@ from roofline import analyze, load_hardware, load_model
 from roofline.compiled import compile_model
 from roofline.serving.expert_parallel import alltoall_bytes, analyze_expert_parallel, ep_sym, experts_touched_per_gpu
 from roofline.symbols import B, D, E, T, b_a, k
+from roofline.deployment import Deployment
 
 H100 = load_hardware("h100-sxm")
 
@@ -54,14 +55,14 @@ def test_alltoall_bytes_match_a_brute_force_count_of_tokens_sent_away(experts, t
 
 def test_one_gpu_is_the_librarys_decode_step():
     want = analyze("mixtral-8x7b", H100, batch=[8], prompt=512).metrics
-    out = analyze_expert_parallel("mixtral-8x7b", H100, ep=1, batch=8, prompt=512)
+    out = analyze_expert_parallel(Deployment.of("mixtral-8x7b", H100, ep=1), batch=8, prompt=512)
     assert out.tpot_s == float(want.tpot_s[0]) and out.comm_s == 0
-    assert out.per_gpu_memory_bytes == pytest.approx(float(want.weight_bytes[0] + want.kv_bytes[0]))
+    assert out.per_gpu_memory_bytes == pytest.approx(float(want.memory_bytes[0]))  # workspace included, as analyze's
 
 
 def test_mixtral_on_eight_gpus_reads_a_share_of_the_touched_experts_and_pays_two_alltoalls_a_layer():
     config = load_model("mixtral-8x7b")
-    out = analyze_expert_parallel(config, H100, ep=8, batch=16, prompt=512)
+    out = analyze_expert_parallel(Deployment.of(config, H100, ep=8), batch=16, prompt=512)
     per_expert = 3 * 4096 * 14336 * 2  # gate, up, down of one expert in bf16
     touched = (8 / 8) * (1 - (1 - 2 / 8) ** 16)
     assert out.experts_touched_per_gpu == pytest.approx(touched)
@@ -72,12 +73,14 @@ def test_mixtral_on_eight_gpus_reads_a_share_of_the_touched_experts_and_pays_two
     expert_params = 32 * 8 * 3 * 4096 * 14336
     kv = float(compile_model(config).kv_cache(2.0, 640.0, 2.0))  # 2 sequences per GPU
     dense = compile_model(config).params - expert_params
-    assert out.per_gpu_memory_bytes == pytest.approx(2 * (dense + expert_params / 8) + kv)
+    assert out.per_gpu_memory_bytes - out.workspace_bytes == pytest.approx(2 * (dense + expert_params / 8) + kv)
+    # its 2 sequences' prefill workspace: what one GPU holding the whole model at batch 2 holds
+    assert out.workspace_bytes == analyze(config, H100, batch=[2], prompt=512).metrics["workspace_bytes"].iloc[0] > 0
 
 
 def test_spreading_experts_cuts_per_gpu_memory_and_decode_time():
-    one = analyze_expert_parallel("deepseek-v2-lite", H100, ep=1, batch=64)
-    eight = analyze_expert_parallel("deepseek-v2-lite", H100, ep=8, batch=64)
+    one = analyze_expert_parallel(Deployment.of("deepseek-v2-lite", H100, ep=1), batch=64)
+    eight = analyze_expert_parallel(Deployment.of("deepseek-v2-lite", H100, ep=8), batch=64)
     assert eight.per_gpu_memory_bytes < one.per_gpu_memory_bytes / 3
     assert eight.tpot_s < one.tpot_s and eight.tokens_per_s > one.tokens_per_s
 
@@ -86,5 +89,6 @@ def test_spreading_experts_cuts_per_gpu_memory_and_decode_time():
                                            ({"ep": 0}, "ep"), ({"hardware": "cpu"}, "interconnect")])
 def test_bad_expert_parallel_input_is_a_clear_error(kwargs, field):
     args = {"model": "mixtral-8x7b", "hardware": "h100-sxm", "ep": 8, "batch": 8, **kwargs}
+    batch = args.pop("batch")
     with pytest.raises(ValueError, match=field):
-        analyze_expert_parallel(**args)
+        analyze_expert_parallel(Deployment.of(**args), batch)

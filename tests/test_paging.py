@@ -163,7 +163,7 @@ H100 = load_hardware("h100-sxm")
 
 def test_thought_tree_times_are_the_librarys_prefill_and_decode_steps():
     width, prefix, steps = 8, 1024, 64
-    tree = thought_tree("llama-3.1-8b", H100, width, prefix, steps)
+    tree = thought_tree(Deployment.of("llama-3.1-8b", H100), width, prefix, steps)
     cm, p = compile_model(load_model("llama-3.1-8b")), Precision()
     independent = evaluate(Deployment(cm.config, H100, p), float(width), float(prefix), float(steps))
     assert tree["independent"]["seconds"] == pytest.approx(float(independent["e2e_s"]), rel=1e-6)
@@ -176,6 +176,6 @@ def test_thought_tree_times_are_the_librarys_prefill_and_decode_steps():
 
 
 def test_a_shared_cache_beats_independent_requests_which_beat_rerunning_without_a_cache():
-    tree = thought_tree("llama-3.1-8b", H100, 16, 2048, 128)
+    tree = thought_tree(Deployment.of("llama-3.1-8b", H100), 16, 2048, 128)
     assert tree["shared_cache"]["seconds"] < tree["independent"]["seconds"] < tree["no_cache"]["seconds"]
     assert tree["shared_cache"]["kv_bytes"] < tree["independent"]["kv_bytes"] / 8

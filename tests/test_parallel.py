@@ -9,6 +9,7 @@ from roofline.compiled import compile_model
 from roofline.model import parameter_count
 from roofline.serving.tensor_parallel import tp_crossovers
 from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
+from roofline.deployment import Deployment
 
 H100 = load_hardware("h100-sxm")
 
@@ -98,7 +99,7 @@ def test_tp_shrinks_per_gpu_memory_and_raises_max_batch():
 
 
 def test_tp_breakeven_and_fastest_degree_solve_their_equations():
-    found = tp_crossovers("llama-2-70b", H100)
+    found = tp_crossovers(Deployment.of("llama-2-70b", H100))
     g = found["tp_breakeven"].given
     m, L, X, beta, lam = g["m"], g["L"], g["X"], g["beta"], g["lambda"]
     comm = lambda t: 2 * L * (lam + 2 * (t - 1) / t * X / beta)

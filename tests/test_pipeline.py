@@ -76,18 +76,20 @@ def test_steady_decode_round_matches_the_slot_schedule(ticks, transfer, m):
 
 def test_one_batch_in_flight_adds_the_hand_offs_to_tpot_and_gains_no_latency():
     whole = analyze("llama-2-70b", H100, batch=[8]).metrics
-    out = analyze_pipeline("llama-2-70b", H100, pp=4, batch=8)
+    out = analyze_pipeline(Deployment.of("llama-2-70b", H100, pp=4), batch=8)
     transfer = 10e-6 + 8 * 8192 * 2 / 450e9  # assumed link latency + B·D·b_a / NVLink bandwidth
     assert out.transfer_s == pytest.approx(transfer)
     assert out.tpot_s == pytest.approx(float(whole.tpot_s[0]) + 3 * transfer, rel=1e-9)  # not whole / 4
     assert out.bubble_fraction >= 3 / 4 and out.link_latency_assumed
-    assert out.per_gpu_memory_bytes < 0.26 * float(whole.weight_bytes[0] + whole.kv_bytes[0])
+    # a quarter of the weights and cache, plus the one prefill chunk's workspace every GPU holds
+    assert out.per_gpu_memory_bytes - out.workspace_bytes < 0.26 * float(whole.weight_bytes[0] + whole.kv_bytes[0])
+    assert out.workspace_bytes == float(whole.workspace_bytes[0])
 
 
 @pytest.mark.parametrize("model, tp", [("llama-2-13b", 1), ("llama-2-70b", 4), ("mixtral-8x7b", 2)])
 def test_a_single_stage_is_the_librarys_tensor_parallel_step(model, tp):
     want = analyze(model, H100, batch=[16], prompt=512, tp=tp).metrics
-    out = analyze_pipeline(model, H100, pp=1, batch=16, prompt=512, tp=tp)
+    out = analyze_pipeline(Deployment.of(model, H100, pp=1, tp=tp), batch=16, prompt=512)
     assert out.tpot_s == pytest.approx(float(want.tpot_s[0]), rel=1e-9)
     assert out.comm_s == pytest.approx(float(want.comm_s[0]), rel=1e-9)
     assert out.bubble_fraction == pytest.approx(0, abs=1e-12)
@@ -113,13 +115,13 @@ def test_layers_split_contiguously_with_the_remainder_on_the_first_stages():
 
 
 def test_micro_batches_fill_the_stages_but_only_pay_when_the_step_is_compute_bound():
-    one = analyze_pipeline("llama-2-13b", H100, pp=4, microbatches=1, batch=2048, prompt=128)
-    four = analyze_pipeline("llama-2-13b", H100, pp=4, microbatches=4, batch=2048, prompt=128)
+    one = analyze_pipeline(Deployment.of("llama-2-13b", H100, pp=4), microbatches=1, batch=2048, prompt=128)
+    four = analyze_pipeline(Deployment.of("llama-2-13b", H100, pp=4), microbatches=4, batch=2048, prompt=128)
     assert four.bubble_fraction < 0.1 < 0.7 < one.bubble_fraction
     assert four.tokens_per_s > 3 * one.tokens_per_s
     assert four.pass_bubble_fraction > four.bubble_fraction  # a flush between steps pays the fill and drain
     # Weight-bound: every micro-batch re-reads its stage's weights, so the stages fill for nothing.
-    small = [analyze_pipeline("llama-2-13b", H100, pp=4, microbatches=m, batch=4, prompt=128) for m in (1, 4)]
+    small = [analyze_pipeline(Deployment.of("llama-2-13b", H100, pp=4), microbatches=m, batch=4, prompt=128) for m in (1, 4)]
     assert small[1].bubble_fraction < 0.1 and small[1].tokens_per_s < 1.05 * small[0].tokens_per_s
 
 
@@ -127,5 +129,6 @@ def test_micro_batches_fill_the_stages_but_only_pay_when_the_step_is_compute_bou
                                            ({"pp": 2, "hardware": "cpu"}, "interconnect"), ({"batch": 0}, "batch")])
 def test_bad_pipeline_input_is_a_clear_error(kwargs, field):
     args = {"model": "llama-2-7b", "hardware": "h100-sxm", **kwargs}
+    run = {name: args.pop(name) for name in ("microbatches", "batch") if name in args}
     with pytest.raises(ValueError, match=field):
-        analyze_pipeline(**args)
+        analyze_pipeline(Deployment.of(**args), **run)

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from roofline import analyze, load_hardware, sweep
 from roofline.views import plots
 from roofline.precision import Precision
+from roofline.deployment import Deployment
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -121,11 +122,10 @@ def test_term_changes_count_a_term_missing_on_one_side_as_zero():
 
 
 def test_regime_map_draws_the_critical_batch_and_the_kv_equals_weights_curve_where_given():
-    from roofline import load_model
     from roofline.serving import crossovers
     frame = sweep("llama-2-13b", "h100-sxm", batch=[1, 16, 256, 1024], context=[128, 4096, 65536], e2e=False)
-    critical = crossovers.critical_batch(load_hardware("h100-sxm")).value
-    kv_context = crossovers.kv_equals_weights_context(load_model("llama-2-13b")).value
+    critical = crossovers.critical_batch(Deployment.of("llama-2-13b", "h100-sxm")).value
+    kv_context = crossovers.kv_equals_weights_context(Deployment.of("llama-2-13b", "h100-sxm")).value
     assert len(plots.regime_map(frame).axes[0].lines) == 0
     fig = plots.regime_map(frame, critical_batch=critical, kv_equals_weights_context=kv_context)
     vertical, curve = fig.axes[0].lines

@@ -9,7 +9,8 @@ import pytest
 from roofline import analyze, load_hardware, load_model
 from roofline.cli import main
 from roofline.deployment import Deployment
-from roofline.evaluate import DEFAULT_PREFILL_CHUNK, evaluate, workspace
+from roofline.evaluate import evaluate
+from roofline.memory import DEFAULT_PREFILL_CHUNK, workspace
 from roofline.serving.crossovers import max_batch
 
 H100 = load_hardware("h100-sxm")
@@ -50,7 +51,7 @@ def test_max_batch_is_the_largest_batch_that_fits_under_each_chunk(model, prompt
     best = int(evaluate(d, 1.0, float(prompt), 128.0, prefill=False, prefill_chunk=chunk)["max_batch"])
     fits = evaluate(d, np.array([best, best + 1.0]), float(prompt), 128.0, prefill=False, prefill_chunk=chunk)["fits"]
     assert best > 0 and bool(fits[0]) and not bool(fits[1])
-    c = max_batch(load_model(model), H100, prompt=prompt, gen=128, prefill_chunk=chunk)
+    c = max_batch(d, prompt=prompt, gen=128, prefill_chunk=chunk)
     assert c.value == best
     inside = c.expression.rhs.args[0]  # floor(...)'s argument
     solved = float(inside.xreplace({symbol: c.given[symbol.name] for symbol in inside.free_symbols}))

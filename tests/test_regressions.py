@@ -69,3 +69,12 @@ def test_mla_cache_holds_latent_plus_rope_per_layer():
     # DeepSeek-V3: (512 + 64) values x 61 layers x 2 bytes (the engine convention).
     compiled = compile_model(load_model("deepseek-v3"))
     assert compiled.kv_cache(1, 1, 2) == 576 * 61 * 2
+
+
+def test_one_gpu_name_table_and_an_a100_must_say_its_memory():
+    """published.py read a bare 'A100' as the 80 GB part, validation's fit as the 40 GB one: one table now."""
+    from roofline.hardware import hardware_id_for_gpu
+    assert hardware_id_for_gpu("NVIDIA A100-SXM4-40GB") == "a100-40gb"  # torch's device names
+    assert hardware_id_for_gpu("NVIDIA A100 80GB PCIe") == hardware_id_for_gpu("A100-SXM4-80GB") == "a100-80gb"
+    assert hardware_id_for_gpu("NVIDIA H100 PCIe") == "h100-pcie" and hardware_id_for_gpu("NVIDIA H100 80GB HBM3") == "h100-sxm"
+    assert hardware_id_for_gpu("A100") is None  # 40 or 80 GB: not guessed

@@ -13,6 +13,7 @@ from roofline.views.report import build_study
 from roofline.views.report_whatifs import ACCEPTANCE, draft_model
 from roofline.views.render import format_cell, html, markdown, results_frame, results_json
 from roofline.serving.speculation import speculate
+from roofline.deployment import Deployment
 
 LECTURE = {"model": "llama-2-13b", "hardware": "h100-sxm", "batch": [1, 64, 256], "prompt": 1024, "gen": 128}
 
@@ -234,8 +235,8 @@ def test_tensor_parallel_what_if_is_the_librarys_per_gpu_numbers(study):
 
 def test_speculative_what_if_is_the_librarys_speculation_at_the_best_lookahead(study):
     draft = load_model("tinyllama-1.1b-chat-v1.0")
-    probe = speculate(study.config, "h100-sxm", draft, 1, ACCEPTANCE, batch=64, prompt=1024)
-    best = speculate(study.config, "h100-sxm", draft, probe.best_gamma, ACCEPTANCE, batch=64, prompt=1024)
+    probe = speculate(Deployment.of(study.config, "h100-sxm"), draft, 1, ACCEPTANCE, batch=64, prompt=1024)
+    best = speculate(Deployment.of(study.config, "h100-sxm"), draft, probe.best_gamma, ACCEPTANCE, batch=64, prompt=1024)
     whatifs = study.devices[0].whatifs.set_index("scenario")
     row = whatifs.loc["speculative decoding"]
     assert probe.best_gamma >= 1 and row["tpot_s B=64"] == best.tpot_s < whatifs.loc["baseline", "tpot_s B=64"]

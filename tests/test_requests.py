@@ -7,6 +7,7 @@ import pytest
 from roofline import analyze, load_model, speculate
 from roofline.serving.batching import MAX_REQUESTS, poisson_workload
 from roofline.cli import main
+from roofline.deployment import Deployment
 
 
 @pytest.mark.parametrize("model, prompt, window", [
@@ -55,22 +56,22 @@ def test_allow_beyond_window_prices_it(capsys):
 
 def test_speculation_refuses_a_draft_with_another_vocabulary():
     with pytest.raises(ValueError, match="draft: 'gpt2' has a 50257-token vocabulary.*32000.*fix:"):
-        speculate("llama-2-70b", "h100-sxm", "gpt2", 4, 0.8)
+        speculate(Deployment.of("llama-2-70b", "h100-sxm"), "gpt2", 4, 0.8)
 
 
 def test_speculation_refuses_a_draft_not_smaller_than_the_target():
     with pytest.raises(ValueError, match="not smaller than the target.*fix:"):
-        speculate("llama-2-13b", "h100-sxm", "llama-2-70b", 4, 0.8)
+        speculate(Deployment.of("llama-2-13b", "h100-sxm"), "llama-2-70b", 4, 0.8)
     with pytest.raises(ValueError, match="not smaller"):
-        speculate("llama-2-7b", "h100-sxm", "llama-2-7b", 4, 0.8)
+        speculate(Deployment.of("llama-2-7b", "h100-sxm"), "llama-2-7b", 4, 0.8)
 
 
 def test_a_best_gamma_at_the_search_cap_says_so(capsys):
-    capped = speculate("llama-2-70b", "h100-sxm", 0.01, 4, 0.9)
+    capped = speculate(Deployment.of("llama-2-70b", "h100-sxm"), 0.01, 4, 0.9)
     assert capped.best_gamma == 16 and capped.best_gamma_is_search_cap
-    inside = speculate("llama-2-70b", "h100-sxm", 0.01, 4, 0.9, max_gamma=64)
+    inside = speculate(Deployment.of("llama-2-70b", "h100-sxm"), 0.01, 4, 0.9, max_gamma=64)
     assert 16 < inside.best_gamma < 64 and not inside.best_gamma_is_search_cap
-    assert not speculate("llama-2-70b", "h100-sxm", "llama-2-7b", 4, 0.8).best_gamma_is_search_cap
+    assert not speculate(Deployment.of("llama-2-70b", "h100-sxm"), "llama-2-7b", 4, 0.8).best_gamma_is_search_cap
     assert main(["speculate", "--draft", "0.01", "--alpha", "0.99"]) == 0
     assert "16 is the search cap" in capsys.readouterr().out
 
@@ -136,8 +137,8 @@ def test_the_moe_critical_batch_counts_tokens_per_touched_expert():
     from roofline import load_hardware
     from roofline.serving.crossovers import critical_batch, expert_critical_batch
     hw, config = load_hardware("h100-sxm"), load_model("deepseek-v3")
-    dense = critical_batch(hw, config=config)
-    experts = expert_critical_batch(config, hw)
+    dense = critical_batch(Deployment(config, hw))
+    experts = expert_critical_batch(Deployment(config, hw))
     b, e, top = experts.value, config.n_experts, config.top_k
 
     def per_expert(batch):
@@ -146,7 +147,7 @@ def test_the_moe_critical_batch_counts_tokens_per_touched_expert():
     assert per_expert(b) >= dense.value > per_expert(b - 1)  # the first batch whose experts cross
     assert b > 25 * dense.value  # 8 of 256 experts: ~E/k = 32 times the dense figure, not the dense figure
     assert "expert_critical_batch" in dense.note
-    assert not critical_batch(hw, config=load_model("llama-2-13b")).note
+    assert not critical_batch(Deployment(load_model("llama-2-13b"), hw)).note
 
 
 def test_crossovers_lists_the_expert_critical_batch_for_moe_models_only(capsys):
@@ -157,14 +158,13 @@ def test_crossovers_lists_the_expert_critical_batch_for_moe_models_only(capsys):
 
 
 def test_the_report_gives_an_moe_model_its_expert_critical_batch():
-    from roofline import load_hardware
     from roofline.serving.crossovers import expert_critical_batch
     from roofline.views.report import build_study
     study = build_study("mixtral-8x7b", ["h200"], batch=[1], plots=False)
     rows = study.devices[0].crossovers.set_index("quantity")["value"]
     expert = rows.filter(like="expert critical batch")
     assert len(expert) == 1
-    assert expert.iloc[0] == expert_critical_batch(load_model("mixtral-8x7b"), load_hardware("h200")).value
+    assert expert.iloc[0] == expert_critical_batch(Deployment.of("mixtral-8x7b", "h200")).value
     dense = build_study("llama-2-13b", ["h100-sxm"], batch=[1], plots=False).devices[0].crossovers
     assert not dense["quantity"].str.contains("expert critical").any()
 
@@ -174,6 +174,6 @@ def test_simulate_reports_progress_as_requests_complete():
     seen = []
     for policy in ("continuous", "static"):
         seen.clear()
-        simulate("llama-3.1-8b", "h100-sxm", poisson_workload(60, 20.0, 64, 8), policy,
+        simulate(Deployment.of("llama-3.1-8b", "h100-sxm"), poisson_workload(60, 20.0, 64, 8), policy,
                  progress=lambda done, total: seen.append((done, total)))
         assert seen[-1] == (60, 60) and all(b[0] >= a[0] for a, b in zip(seen, seen[1:])), policy

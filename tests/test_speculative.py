@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from roofline import load_model
 from roofline.compiled import compile_model
 from roofline.serving.speculation import alpha, expected_tokens, expected_tokens_expr, gamma, queries_phase, speculate
+from roofline.deployment import Deployment
 
 RNG = np.random.default_rng(3)
 
@@ -59,7 +60,7 @@ def test_expected_tokens_lies_between_one_and_gamma_plus_one_and_grows_with_both
 
 
 def test_effective_tpot_matches_a_monte_carlo_generation_of_a_thousand_tokens():
-    result = speculate("llama-2-13b", "h100-sxm", "tinyllama-1.1b-chat-v1.0", 4, 0.7, batch=1, prompt=512)
+    result = speculate(Deployment.of("llama-2-13b", "h100-sxm"), "tinyllama-1.1b-chat-v1.0", 4, 0.7, batch=1, prompt=512)
     per_pass = accepted_per_pass(0.7, 4, 100_000)
     produced = np.cumsum(per_pass)
     passes_for_1000 = [np.searchsorted(produced[i * 1000:(i + 1) * 1000] - produced[i * 1000] + per_pass[i * 1000], 1000) + 1
@@ -85,30 +86,30 @@ def test_verification_counts_every_query_against_its_causal_keys():
 
 
 def test_verification_is_nearly_free_at_batch_one_and_not_at_large_batch():
-    small = speculate("llama-2-70b", "h100-sxm", 0.05, 4, 0.8, batch=1)
-    large = speculate("llama-2-70b", "h100-sxm", 0.05, 4, 0.8, batch=256)
+    small = speculate(Deployment.of("llama-2-70b", "h100-sxm"), 0.05, 4, 0.8, batch=1)
+    large = speculate(Deployment.of("llama-2-70b", "h100-sxm"), 0.05, 4, 0.8, batch=256)
     assert small.verify_s < 1.02 * small.baseline_tpot_s  # memory-bound: 5 queries cost what 1 does
     assert large.verify_s > 2.5 * large.baseline_tpot_s  # 1280 tokens per matmul: compute-bound
     assert small.speedup > 2 and large.speedup < small.speedup
 
 
 def test_a_draft_that_always_fails_slows_decoding_and_best_gamma_is_zero():
-    result = speculate("llama-2-13b", "h100-sxm", "tinyllama-1.1b-chat-v1.0", 3, 0.0)
+    result = speculate(Deployment.of("llama-2-13b", "h100-sxm"), "tinyllama-1.1b-chat-v1.0", 3, 0.0)
     assert result.expected_tokens_per_iteration == 1
     assert result.speedup < 1 and result.best_gamma == 0 and result.best_speedup == pytest.approx(1)
 
 
 def test_best_gamma_grows_with_acceptance_and_is_the_argmax_of_the_speedup():
-    low = speculate("llama-2-70b", "h100-sxm", "llama-2-7b", 4, 0.5)
-    high = speculate("llama-2-70b", "h100-sxm", "llama-2-7b", 4, 0.95)
+    low = speculate(Deployment.of("llama-2-70b", "h100-sxm"), "llama-2-7b", 4, 0.5)
+    high = speculate(Deployment.of("llama-2-70b", "h100-sxm"), "llama-2-7b", 4, 0.95)
     assert high.best_gamma > low.best_gamma >= 1
-    speedups = [speculate("llama-2-70b", "h100-sxm", "llama-2-7b", g, 0.95).speedup for g in range(1, 17)]
+    speedups = [speculate(Deployment.of("llama-2-70b", "h100-sxm"), "llama-2-7b", g, 0.95).speedup for g in range(1, 17)]
     assert int(np.argmax(speedups)) + 1 == high.best_gamma
     assert max(speedups) == pytest.approx(high.best_speedup)
 
 
 def test_iteration_is_the_draft_steps_plus_the_verification():
-    r = speculate("llama-2-13b", "h100-sxm", 0.1, 3, 0.6, batch=8)
+    r = speculate(Deployment.of("llama-2-13b", "h100-sxm"), 0.1, 3, 0.6, batch=8)
     assert r.iteration_s == pytest.approx(r.draft_s + r.verify_s)
     assert r.draft_s == pytest.approx(3 * 0.1 * r.baseline_tpot_s, rel=0.01)  # contexts differ by <= 3 tokens
     assert r.tpot_s == pytest.approx(r.iteration_s / r.expected_tokens_per_iteration)
@@ -119,6 +120,6 @@ def test_iteration_is_the_draft_steps_plus_the_verification():
     ({"draft": 0.0}, "draft"), ({"draft": 2.0}, "draft"), ({"batch": 0}, "batch"),
 ])
 def test_bad_speculation_input_is_a_clear_error(kwargs, field):
-    args = {"target": "llama-2-7b", "hardware": "h100-sxm", "draft": 0.1, "gamma": 3, "alpha": 0.5, **kwargs}
+    args = {"draft": 0.1, "gamma": 3, "alpha": 0.5, **kwargs}
     with pytest.raises(ValueError, match=field):
-        speculate(**args)
+        speculate(Deployment.of("llama-2-7b", "h100-sxm"), **args)

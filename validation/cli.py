@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from roofline import ModelConfig, load_hardware, load_model
-from roofline.hardware import DATA_DIR
+from roofline.hardware import DATA_DIR, hardware_id_for_gpu
 
 from . import records
 
@@ -43,10 +43,6 @@ DEFAULTS = {"cpu": dict(batches="1,2,4,8,16,32,64", contexts="128,256,512,1024,2
                         prefill_token_limit=2048, prefill_repeats=3),
             "cuda": dict(batches="1,2,4,8,16,32,64,128,256,512", contexts="128,512,1024,2048,4096,8192,16384,32768",
                          steps=50, prefill_token_limit=32768, prefill_repeats=10)}
-# datasheet entries in data/hardware.json, matched on torch's device name
-DATASHEETS = (("H100 PCIe", "h100-pcie"), ("H100", "h100-sxm"), ("H200", "h200"), ("A100-SXM4-80GB", "a100-80gb"),
-              ("A100 80GB", "a100-80gb"), ("A100", "a100-40gb"), ("L40S", "l40s"), ("A10G", "a10g"), ("L4", "l4"),
-              ("4090", "rtx-4090"), ("MI300X", "mi300x"), ("B200", "b200"))
 
 
 def integers(text: str, name: str) -> tuple:
@@ -156,7 +152,7 @@ def datasheet_for(device: str, device_name: str, choice: str | None):
         return None
     if choice:
         return load_hardware(choice)
-    match = next((hw_id for key, hw_id in DATASHEETS if key.lower() in device_name.lower()), None)
+    match = hardware_id_for_gpu(device_name)  # the datasheet entry torch's device name denotes
     return load_hardware(match) if match else None
 
 

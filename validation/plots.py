@@ -1,4 +1,5 @@
-"""Validation figures: measured vs predicted step time over batch per context, and the residuals."""
+"""Validation figures: measured vs predicted step time over batch per context (the library's
+validation_curves, a panel per phase), and the residuals."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,27 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-
-MARKERS = "o^sDvP"
-
-
-def _by_context(ax, points: pd.DataFrame, phase: str) -> None:
-    """One line per model variant (marker: model and KV heads) and context (colour)."""
-    frame = points[points["phase"] == phase]
-    contexts = sorted(frame["context"].unique())
-    colors = dict(zip(contexts, plt.cm.viridis([i / max(1, len(contexts) - 1) for i in range(len(contexts))])))
-    variants = list(dict.fromkeys(zip(frame["model"], frame["n_kv_heads"])))
-    for (model, kv, context), group in frame.groupby(["model", "n_kv_heads", "context"]):
-        group, marker = group.sort_values("batch"), MARKERS[variants.index((model, kv)) % len(MARKERS)]
-        ax.plot(group["batch"], group["time_s"] * 1e3, marker, color=colors[context], ms=4,
-                label=f"S={context}" if (model, kv) == variants[0] else None)
-        predicted = group["heldout_predicted_s"].fillna(group["predicted_s"])
-        ax.plot(group["batch"], predicted * 1e3, "-", color=colors[context], alpha=0.7, lw=1)
-    for i, (model, kv) in enumerate(variants):
-        ax.plot([], [], MARKERS[i % len(MARKERS)], color="grey", label=f"{model}, K={kv}")
-    ax.set(xscale="log", yscale="log", xlabel="batch", ylabel=f"{phase} time (ms)",
-           title=f"{phase}: measured (markers) vs held-out prediction (lines)")
-    ax.legend(fontsize=6, ncol=2)
+from roofline.views.plots import validation_curves
 
 
 def _residuals(ax, points: pd.DataFrame) -> None:
@@ -48,7 +29,12 @@ def save_validation_plots(points: pd.DataFrame, path: Path, title: str) -> Path:
     phases = [p for p in ("decode", "prefill") if (points["phase"] == p).any()]
     fig, axes = plt.subplots(1, len(phases) + 1, figsize=(5 * (len(phases) + 1), 4))
     for ax, phase in zip(axes, phases):
-        _by_context(ax, points, phase)
+        rows = points[points["phase"] == phase]
+        validation_curves(pd.DataFrame({
+            "batch": rows["batch"], "context": rows["context"], "measured_s": rows["time_s"],
+            "predicted_s": rows["heldout_predicted_s"].fillna(rows["predicted_s"]),
+            "label": rows["model"].astype(str) + ", K=" + rows["n_kv_heads"].astype(str)}),
+            f"{phase}: measured vs held-out prediction", ax=ax)
     _residuals(axes[-1], points)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()

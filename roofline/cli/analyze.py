@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..config import load_model
-from ..evaluate import DEFAULT_PREFILL_CHUNK
+from ..memory import DEFAULT_PREFILL_CHUNK
 from .engines import CALIBRATION_HELP, engine_choice
-from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
+from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..checkpoint_format import load_shipped_precision
 from ..precision import Precision, normalize_dtype
@@ -192,14 +191,8 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
             row["tokens_per_s"] = record["napkin_tokens_per_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
         row["prefill_chunk"] = analysis.prefill_chunk  # tokens per prefill step behind workspace_bytes; null: all
-        rows.append({k: _plain(v) for k, v in row.items()})
+        rows.append({k: plain(v) for k, v in row.items()})
     return rows
-
-
-def _plain(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 COLUMNS = (  # header, record key, formatter; numbers align right, words left

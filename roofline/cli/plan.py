@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     status = 0 if frame["feasible"].any() else 1
     if args.json:
         records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-                   for row in frame.to_dict(orient="records")]
+                   for row in frame.drop(columns="deployment").to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
         return status
     percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
@@ -162,11 +162,8 @@ def run(args: argparse.Namespace) -> int:
         print("rejected: " + ", ".join(f"{n} by {reason}" for reason, n in rejected.items())
               + " (--json lists each with its numbers)")
     if args.explain and not feasible.empty:
-        from ..config import load_model
         from ..planning.forms import explain
-        from ..hardware import load_hardware
-        devices = {d.id: d for d in map(load_hardware, hardware)}
-        print("\n".join(explain_lines(explain(frame, load_model(args.model), work, targets, devices=devices))))
+        print("\n".join(explain_lines(explain(frame, work, targets))))
     return status
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import sympy as sp
 
 from ..config import check_context, load_model
-from ..engine import load_engine
-from ..hardware import load_hardware
+from ..deployment import Deployment
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
+from ..views.fmt import plain
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 from .engines import CALIBRATION_HELP, engine_choice
 
@@ -59,23 +59,15 @@ def _tp(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", metavar="t", default="1", help="tensor-parallel degree (default %(default)s)")
 
 
-def _engine(args):
-    return load_engine(engine_choice(args))
-
-
-def _plain(value):
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _deployment(args, **degrees):
+    """The flags' Deployment: the one resolver (roofline.deployment.Deployment.of) turns the names into objects."""
+    return Deployment.of(args.model, args.hardware, precision=_precision(args), engine=engine_choice(args),
+                         **degrees)
 
 
 def _emit(args, record: dict, lines: list[str]) -> int:
     if args.json:
-        print(json.dumps({k: _plain(v) for k, v in record.items()}, indent=2, allow_nan=False))
+        print(json.dumps({k: plain(v) for k, v in record.items()}, indent=2, allow_nan=False))
     else:
         print("\n".join(lines))
     return 0
@@ -104,10 +96,9 @@ def run_speculate(args: argparse.Namespace) -> int:
         draft = load_model(args.draft)
     else:
         draft = _number("--draft", args.draft, float, low=0, high=1, low_open=True)
-    result = speculate(load_model(args.model), load_hardware(args.hardware), draft, gamma, alpha,
-                       batch=_number("--batch", args.batch, int, low=1), prompt=_number("--prompt", args.prompt, int, low=1),
-                       precision=_precision(args), engine=_engine(args),
-                       tp=_number("--tp", args.tp, int, low=1), allow_beyond_window=args.allow_beyond_window)
+    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    result = speculate(d, draft, gamma, alpha, batch=_number("--batch", args.batch, int, low=1),
+                       prompt=_number("--prompt", args.prompt, int, low=1), allow_beyond_window=args.allow_beyond_window)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -141,18 +132,18 @@ def _equation(expr) -> str:
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
     from ..serving import crossovers as x
-    config, hw, precision = load_model(args.model), load_hardware(args.hardware), _precision(args)
+    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    config, hw, precision = d.config, d.hardware, d.precision
     prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
     batch = _number("--batch", args.batch, int, low=1)
     check_context(config, prompt + gen, allow=args.allow_beyond_window)
     chunk = prefill_chunk(args.prefill_chunk)
-    given = {"engine": _engine(args), "tp": _number("--tp", args.tp, int, low=1)}
-    found = {"critical_batch": x.critical_batch(hw, precision, config),
-             **({"expert_critical_batch": x.expert_critical_batch(config, hw, precision)} if config.n_experts else {}),
-             "kv_equals_weights_context": x.kv_equals_weights_context(config, precision),
-             "max_batch": x.max_batch(config, hw, precision, prompt, gen, prefill_chunk=chunk, **given),
-             "saturation_batch_90": x.saturation_batch(config, hw, precision, prompt, 0.9, **given)}
-    found.update({c.name: c for c in x.elasticities(config, hw, precision, batch, prompt, **given).values()})
+    found = {"critical_batch": x.critical_batch(d),
+             **({"expert_critical_batch": x.expert_critical_batch(d)} if config.n_experts else {}),
+             "kv_equals_weights_context": x.kv_equals_weights_context(d),
+             "max_batch": x.max_batch(d, prompt, gen, prefill_chunk=chunk),
+             "saturation_batch_90": x.saturation_batch(d, prompt, 0.9)}
+    found.update({c.name: c for c in x.elasticities(d, batch, prompt).values()})
     record = {"model": config.name, "hardware": hw.id, "prompt": prompt, "gen": gen, "batch": batch, "prefill_chunk": chunk,
               "weights": precision.weights, "kv": precision.kv}
     lines = [f"{config.name} on {hw.id}, weights {precision.weights}, KV {precision.kv}, context {prompt}, "
@@ -223,12 +214,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     prompt_mean = _number("--prompt-mean", args.prompt_mean, float, low=1)
     output_mean = _number("--output-mean", args.output_mean, float, low=1)
     max_batch = _number("--max-batch", args.max_batch, int, low=1)
-    config = load_model(args.model)
-    check_context(config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
+    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    check_context(d.config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
     work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
-    result = simulate(config, load_hardware(args.hardware), work, args.policy, max_batch, block, chunk,
-                      _precision(args), tp=_number("--tp", args.tp, int, low=1),
-                      progress=_progress_bar(requests), engine=_engine(args))
+    result = simulate(d, work, args.policy, max_batch, block, chunk, progress=_progress_bar(requests))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
               "requests": len(work.arrivals), "prompt_mean": prompt_mean, "output_mean": output_mean,
@@ -275,18 +264,17 @@ def run_parallel(args: argparse.Namespace) -> int:
     from ..serving.pipeline import analyze_pipeline
     degrees = {flag: _number(f"--{flag}", getattr(args, flag), int, low=1) for flag in ("tp", "pp", "ep", "microbatches")}
     batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
-    gen, precision = _number("--gen", args.gen, int, low=1), _precision(args)
-    config, hw = load_model(args.model), load_hardware(args.hardware)
+    gen = _number("--gen", args.gen, int, low=1)
+    if degrees["ep"] > 1 and degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
+        raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
+    d = _deployment(args, tp=degrees["tp"], pp=degrees["pp"], ep=degrees["ep"])
+    config, hw = d.config, d.hardware
     check_context(config, prompt + gen, allow=args.allow_beyond_window)
     if degrees["ep"] > 1:
-        if degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
-            raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
-        result = analyze_expert_parallel(config, hw, degrees["ep"], batch, prompt, gen, precision,
-                                         engine=_engine(args))
+        result = analyze_expert_parallel(d, batch, prompt, gen)
         values = {**vars(result), "gpus": result.ep, "bubble_fraction": 0.0}
     else:
-        result = analyze_pipeline(config, hw, degrees["pp"], degrees["microbatches"], batch, prompt, gen,
-                                  degrees["tp"], precision, engine=_engine(args))
+        result = analyze_pipeline(d, degrees["microbatches"], batch, prompt, gen)
         values = vars(result)
     record = {"model": config.name, "hardware": hw.id, **degrees, "batch": batch, "prompt": prompt, "gen": gen,
               **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}

@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import sympy as sp
 
-from ..config import MOE
 from ..deployment import Deployment
-from ..model import DECODE, decode_context
+from ..model import decode_context
 from ..serving.crossovers import Crossover
 from ..serving.tensor_parallel import tp_crossovers
+from ..step_lines import StepLines
 from ..symbols import B, S, b_kv
 
 tau, t_0, t_1, t_f, W, a, beta, c = sp.symbols("tau t_0 t_1 t_f W a beta c", positive=True)
@@ -35,79 +34,52 @@ PIECE = sp.Eq(B, sp.floor((tau - t_0) / t_1))
 NAPKIN = sp.Eq(B, sp.floor((beta * (tau - t_f) - W) / (kv_S + a + beta * c)))
 
 
-def _lines(d: Deployment, context: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(compute lines, memory lines) per model op as (intercept, slope) rows, and the rest's line (f0, f1)."""
-    step = d.step(DECODE, np.array([1.0, 2.0]), context)
-    n = len(d.compiled.decode.ops)
-
-    def line(values):
-        v = np.broadcast_to(np.asarray(values, dtype=float), (2,))
-        return np.array([2 * v[0] - v[1], v[1] - v[0]])
-    compute = np.array([line(step.compute_s[i]) for i in range(n)])
-    memory = np.array([line(step.memory_s[i]) for i in range(n)])
-    ops = np.maximum(compute[:, 0] + compute[:, 1] * np.array([[1.0], [2.0]]),
-                     memory[:, 0] + memory[:, 1] * np.array([[1.0], [2.0]])).sum(axis=1)
-    rest = line(np.broadcast_to(step.total_s, (2,)) - ops)
-    return compute, memory, rest
-
-
 def largest_batch(d: Deployment, prompt: float, gen: float, tpot_s: float) -> Crossover:
     """B* = floor((tau - t_0) / t_1) on the piece of the step where it crosses tau (the napkin form when memory-bound)."""
-    if MOE in d.config.layer_mlp:
+    context = decode_context(prompt + gen / 2)
+    lines = StepLines.of(d, context)
+    if lines is None:
         return Crossover("largest_batch_within_tpot", PIECE, math.nan, {"tau": tpot_s},
                          "MoE: expert reads are not lines in B; the search's 1-D solve on the step stands")
-    context = decode_context(prompt + gen / 2)
-    compute, memory, rest = _lines(d, context)
-    crossings = sorted({(m[0] - c[0]) / (c[1] - m[1]) for c, m in zip(compute, memory)
-                        if c[1] != m[1] and (m[0] - c[0]) / (c[1] - m[1]) > 0})
-    edges = [0.0] + crossings + [math.inf]
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        probe = lo + 1.0 if hi == math.inf else (lo + hi) / 2
-        compute_wins = compute[:, 0] + compute[:, 1] * probe > memory[:, 0] + memory[:, 1] * probe
-        chosen = np.where(compute_wins[:, None], compute, memory)
-        i0, i1 = chosen[:, 0].sum() + rest[0], chosen[:, 1].sum() + rest[1]
-        root = (tpot_s - i0) / i1
-        if root < 1 and lo == 0.0:
-            return Crossover("largest_batch_within_tpot", PIECE, 0, {"tau": tpot_s, "t_0": i0, "t_1": i1},
-                             "even batch 1 misses the target")
-        if lo <= root <= hi:
-            given = {"tau": tpot_s, "t_0": i0, "t_1": i1}
-            if compute_wins.any():
-                share = int(round(100 * compute_wins.mean()))
-                return Crossover("largest_batch_within_tpot", PIECE, math.floor(root + 1e-9), given,
-                                 f"{share}% of the ops compute-bound on this piece")
-            return _napkin(d, context, tpot_s, memory, rest, math.floor(root + 1e-9))
-    return Crossover("largest_batch_within_tpot", PIECE, math.nan, {"tau": tpot_s}, "not reached")
+    first = next(lines.pieces())
+    if (tpot_s - first.t_0) / first.t_1 < 1:
+        return Crossover("largest_batch_within_tpot", PIECE, 0, {"tau": tpot_s, "t_0": first.t_0, "t_1": first.t_1},
+                         "even batch 1 misses the target")
+    found = lines.solve(lambda piece: (tpot_s - piece.t_0) / piece.t_1)
+    if found is None:
+        return Crossover("largest_batch_within_tpot", PIECE, math.nan, {"tau": tpot_s}, "not reached")
+    piece, root = found
+    if piece.compute_bound.any():
+        share = int(round(100 * piece.compute_bound.mean()))
+        return Crossover("largest_batch_within_tpot", PIECE, math.floor(root + 1e-9),
+                         {"tau": tpot_s, "t_0": piece.t_0, "t_1": piece.t_1},
+                         f"{share}% of the ops compute-bound on this piece")
+    return _napkin(d, context, tpot_s, lines, math.floor(root + 1e-9))
 
 
-def _napkin(d: Deployment, context: float, tpot_s: float, memory: np.ndarray, rest: np.ndarray, value: int) -> Crossover:
+def _napkin(d: Deployment, context: float, tpot_s: float, lines: StepLines, value: int) -> Crossover:
     """The memory-bound piece in the napkin's letters, kv(S) the model's own expression."""
     bandwidth = d.roofs.bandwidth
     kv_expr = d.compiled.kv_cache_expr.xreplace({B: 1})
     kv_bytes = float(kv_expr.xreplace({S: context, b_kv: d.precision.kv_bytes}))
-    given = {"tau": tpot_s, "beta": bandwidth, "t_f": rest[0], "W": memory[:, 0].sum() * bandwidth,
-             "kv(S)": kv_bytes, "a": memory[:, 1].sum() * bandwidth - kv_bytes, "c": rest[1], "S": context}
+    given = {"tau": tpot_s, "beta": bandwidth, "t_f": lines.rest[0], "W": lines.memory[:, 0].sum() * bandwidth,
+             "kv(S)": kv_bytes, "a": lines.memory[:, 1].sum() * bandwidth - kv_bytes, "c": lines.rest[1], "S": context}
     return Crossover("largest_batch_within_tpot", NAPKIN, value, given,
                      f"memory-bound: kv(S) = {sp.sstr(kv_expr)} bytes")
 
 
 def tp_breakeven(d: Deployment, batch: int, prompt: float) -> Crossover:
     """The TP degree where the all-reduces cancel the memory time saved (roofline.serving.tensor_parallel)."""
-    return tp_crossovers(d.config, d.hardware, batch, int(prompt), d.precision)["tp_breakeven"]
+    return tp_crossovers(d, batch, int(prompt))["tp_breakeven"]
 
 
-def explain(frame, config, work, targets, rows: int = 3, devices: dict | None = None
-            ) -> list[tuple[dict, Crossover, Crossover]]:
-    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even);
-    devices maps a row's hardware id to its Hardware where it is not a bundled id (a JSON file's)."""
-    from ..hardware import load_hardware
-    from .search import engine, row_precision
+def explain(frame, work, targets, rows: int = 3) -> list[tuple[dict, Crossover, Crossover]]:
+    """For the cheapest feasible deployment of each hardware (at most `rows`): (its row, B*, TP break-even),
+    each solved on the Deployment the candidate was priced with."""
     out = []
     best = frame[frame["feasible"]].drop_duplicates("hardware").head(rows)
     for _, row in best.iterrows():
-        hw = (devices or {}).get(row["hardware"]) or load_hardware(row["hardware"])
-        d = Deployment(config, hw, row_precision(row),
-                       tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
+        d = row["deployment"]
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
                     tp_breakeven(d, int(row["batch"]), work.prompt_mean)))
     return out

@@ -16,7 +16,6 @@ import pandas as pd
 
 from ..deployment import Deployment
 from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
-from .search import engine, row_precision
 
 BLOCK = 16  # KV tokens per page, vLLM's default
 
@@ -28,10 +27,9 @@ def requests_for(work, rate: float, n: int, seed: int) -> Requests:
     return Requests(arrivals, Lengths.of(work.prompt).draw(rng, n), Lengths.of(work.gen).draw(rng, n))
 
 
-def simulate_row(config, hw, row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
-    """Simulated percentiles of one replica of a candidate (on `hw`) at its share of the rate."""
-    d = Deployment(config, hw, row_precision(row),
-                   tp=int(row["tp"]), pp=int(row["pp"]), ep=int(row["ep"]), engine=engine(row["engine"]))
+def simulate_row(row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:
+    """Simulated percentiles of one replica of a candidate (its row's Deployment) at its share of the rate."""
+    d: Deployment = row["deployment"]
     chunk = None if pd.isna(row["prefill_chunk"]) else int(row["prefill_chunk"])
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
@@ -59,7 +57,7 @@ def judge(sim: dict, targets) -> str:
     return ""
 
 
-def check_frontier(frame: pd.DataFrame, config, devices: dict, work, targets, keep: int, requests: int, seed: int,
+def check_frontier(frame: pd.DataFrame, work, targets, keep: int, requests: int, seed: int,
                    progress=None) -> pd.DataFrame:
     frame = frame.copy()
     for column in ("simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"):
@@ -73,7 +71,7 @@ def check_frontier(frame: pd.DataFrame, config, devices: dict, work, targets, ke
         if kept.get(row["hardware"], 0) >= keep:
             continue
         tick = None if progress is None else (lambda d, n, base=done_rows: progress(base + d, len(queue) * requests))
-        sim = simulate_row(config, devices[row["hardware"]], row, work, targets.percentile, requests, seed, tick)
+        sim = simulate_row(row, work, targets.percentile, requests, seed, tick)
         done_rows += requests
         frame.loc[index, ["simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"]] = [
             True, *(sim.get(k, np.nan) for k in ("ttft", "tpot", "e2e"))]

@@ -3,7 +3,7 @@
 A candidate is (hardware, tp, pp, ep, weight and KV formats, engine) x (batch cap, prefill chunk). The
 first part is a Deployment; for it the search asks the Deployment for
   memory   the largest batch that fits one GPU (weights, KV of the mean sequence, one prefill chunk's
-           workspace; under pp the fullest stage, under ep one GPU's share): evaluate.memory's model;
+           workspace; under pp the fullest stage, under ep one GPU's share): roofline.memory's model;
   TTFT     one request's prefill step plus the engine's per-request cost (under ep, one request per GPU);
   TPOT     the decode step at the mean context P + G/2 at every batch that fits, in one call (past
            WHOLE_GRID, a geometric grid, then every batch in the bracket where the target is crossed):
@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
 from ..bounds import BOUNDS
 from ..deployment import Deployment
-from ..engine import load_engine
-from ..evaluate import memory, workspace
+from ..memory import memory
 from ..model import DECODE, PREFILL, decode_context
-from ..precision import Precision
 
 WHOLE_GRID = 2048  # up to this many batches fit in memory: price them all in one call
 COARSE_POINTS = 48  # past it a geometric grid, neighbours (max batch)^(1/47) apart (~19% at 4096), then the bracket
@@ -47,48 +44,21 @@ class Core:
     need_bytes: float = math.nan  # one GPU's bytes at batch 1 (for the one-sentence verdict)
 
 
-@lru_cache(maxsize=64)
-def engine(name):
-    return load_engine(name)
-
-
 def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
-    """Per prefill chunk (largest batch one GPU holds, its bytes at batch 1): evaluate.memory's model,
-    for pp per stage (the fullest binds) and for ep per expert shard (one sequence per GPU)."""
-    if d.pp == 1 and d.ep == 1:
-        out = {}
-        for chunk in chunks:
-            m = memory(d, 1.0, prompt, gen, chunk)
-            out[chunk] = int(np.ravel(m["max_batch"])[0]), float(np.ravel(m["memory_bytes"])[0])
-        return out
-    if d.ep == 1:  # bytes are linear in the batch: one call at B = 0 and 1, a column per stage
-        empty, one = np.array(d.memory_bytes(np.array([0.0, 1.0]), prompt + gen)).T
-    else:  # one sequence on each GPU
-        empty, one = np.array(d.memory_bytes(0.0, prompt + gen)), np.array(d.memory_bytes(float(d.ep), prompt + gen))
-    per_sequence = one - empty
-    free = np.maximum(d.hardware.memory_bytes - empty, 0.0)
+    """Per prefill chunk (largest batch a replica holds, one GPU's bytes at one sequence per GPU): roofline.memory's
+    model, for pp per stage (the fullest binds) and for ep per expert shard."""
     out = {}
     for chunk in chunks:
-        per_piece, pieces = workspace(d, prompt, chunk)
-        per_piece = float(per_piece)
-        few = np.floor(free / (per_sequence + per_piece))
-        many = np.floor(np.maximum(free - min(pieces, 1e300) * per_piece, 0.0) / per_sequence)
-        per_gpu = int(np.min(np.where(few < pieces, few, many)))
-        out[chunk] = per_gpu * d.ep, float(np.max(empty + per_sequence + per_piece))
+        fit = memory(d, 1.0, prompt, gen, chunk)["max_batch"]
+        need = memory(d, float(d.ep), prompt, gen, chunk)["memory_bytes"]
+        out[chunk] = int(np.ravel(fit)[0]), float(np.ravel(need)[0])
     return out
-
-
-def row_precision(row) -> Precision:
-    """A candidate row's Precision: its `experts` column names the format, None when it is the weights'."""
-    experts = row.get("experts")
-    return Precision(weights=row["weights"], kv=row["kv"], experts=None if experts == row["weights"] else experts)
 
 
 def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
          priced=True, experts=None) -> Core:
     try:
-        d = Deployment(model, hw, Precision(weights=weights, kv=kv, experts=experts), tp=tp, pp=pp, ep=ep,
-                       engine=engine(engine_name))
+        d = Deployment.of(model, hw, weights=weights, kv=kv, experts=experts, engine=engine_name, tp=tp, pp=pp, ep=ep)
     except ValueError as err:
         return Core(None, f"layout: {err}")
     if not priced:
@@ -139,7 +109,7 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
     gen = work.gen_mean
     for chunk in chunks:
         for cap in caps:
-            row = {**base, "max_batch_cap": cap, "prefill_chunk": chunk, "feasible": False}
+            row = {**base, "max_batch_cap": cap, "prefill_chunk": chunk, "feasible": False, "deployment": c.d}
             out.append(row)
             if c.d is None:
                 row["rejected"] = c.rejected

@@ -20,12 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import ModelConfig, load_model
 from ..deployment import Deployment
-from ..engine import Engine, load_engine
-from ..hardware import Hardware, load_hardware
-from ..model import QUERIES, Options
-from ..precision import Precision
+from ..model import QUERIES
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
@@ -233,11 +229,9 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     return _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
 
 
-def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload, policy: str = CONTINUOUS,
-             max_batch: int = 256, block_size: int | None = 16, chunk_tokens: int | None = None,
-             precision: Precision = Precision(), options: Options = Options(),
-             tp: int = 1, progress=None, engine: str | Engine | None = None) -> Result:
-    """Serve `work` on one device; KV memory is what the weights leave free.
+def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch: int = 256,
+             block_size: int | None = 16, chunk_tokens: int | None = None, progress=None) -> Result:
+    """Serve `work` on one replica of the Deployment; KV memory is what the weights leave free.
 
     progress(done, total), if given, is called as requests complete (the CLI draws a bar from it).
     """
@@ -247,12 +241,11 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
         raise ValueError(f"block_size: must be >= 1 token, got {block_size!r}")
     if max_batch < 1:
         raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
-    d = Deployment(load_model(model), load_hardware(hardware), precision, options, load_engine(engine), tp=tp)
     cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
     free = d.hardware.memory_bytes - d.weight_bytes
     if free <= 0:
         raise ValueError(f"memory: the weights of {d.config.name!r} do not fit in {d.hardware.id!r}")
-    per_token, state = cm.kv_per_token(precision.kv_bytes), cm.state_bytes(precision.kv_bytes)
+    per_token, state = cm.kv_per_token(d.precision.kv_bytes), cm.state_bytes(d.precision.kv_bytes)
     # The budget counts KV tokens; a constant state is held once per sequence, as its token equivalent
     # (a model without attention counts states alone: one unit a sequence, no bytes per token).
     unit = per_token if per_token > 0 else state

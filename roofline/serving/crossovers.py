@@ -1,13 +1,13 @@
-"""Crossovers and sensitivities of decode, solved with sympy from the library's own op costs.
+"""Crossovers and sensitivities of decode, each solved in letters from the Deployment's own step.
 
-Each function returns a `Crossover`: the solved expression in letters, the numbers it was given and
-its value. The decode step is written exactly as the roofline prices it,
-    t(B) = sum over ops of max(FLOPs_i(B) / peak_i, bytes_i(B) / bandwidth),
-which, for a dense model at a fixed context, is piecewise linear in B (each op a line per roof),
-plus the Deployment's collectives and fixed overheads (lines in B too). Every function takes the
-engine and tensor-parallel degree and prices through that Deployment. Left out: an engine's
-corner's rounding (the closed forms take the sharp max); MoE expert counts are nonlinear in B and
-solved numerically (bisection on the same costs), which the result says.
+Each function takes a Deployment first and returns a `Crossover`: the solved expression in letters, the
+numbers it was given and its value. The batch crossovers solve on the step's lines in B
+(roofline.step_lines: each op's compute and memory time a line, the collectives and fixed overheads one
+more), so the engine and split the Deployment carries are in every number; the memory wall
+is the one memory model's (roofline.memory); the elasticities are the pricer's own slopes.
+Left out: a rounded roofline corner in the closed forms (they take the sharp max); MoE expert counts are
+nonlinear in B and solved numerically (bisection on the same step), which the result says. The critical
+batch and the KV = weights context are the lecture's, from the datasheet (roofline.derivations).
 """
 from __future__ import annotations
 
@@ -18,16 +18,14 @@ import numpy as np
 import sympy as sp
 
 from .. import derivations
-from ..engine import Engine, load_engine
-from ..config import ATTENTION_KINDS, PARALLEL, ModelConfig
+from ..config import ATTENTION_KINDS, PARALLEL
 from ..deployment import Deployment
-from ..evaluate import DEFAULT_PREFILL_CHUNK
-from ..evaluate import memory as memory_of
-from ..hardware import Hardware
-from ..model import DECODE, Options, decode_context, phase_ops
+from ..memory import DEFAULT_PREFILL_CHUNK
+from ..memory import memory as memory_of
+from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
-from ..precision import Precision
-from ..symbols import BYTE_WIDTHS, B, E, S, T, b_kv, k
+from ..step_lines import StepLines
+from ..symbols import B, E, S, T, b_kv, k
 
 M, W_bytes, A_ws = sp.symbols("M W_bytes A_ws", positive=True)  # memory, weight bytes, prefill workspace
 beta = sp.Symbol("beta", positive=True)  # memory bandwidth, bytes/s
@@ -43,28 +41,30 @@ class Crossover:
     note: str = ""
 
 
-def critical_batch(hw: Hardware, precision: Precision = Precision(), config: ModelConfig | None = None) -> Crossover:
+def critical_batch(d: Deployment) -> Crossover:
     """The batch where decode weight matmuls turn compute-bound: 2B / b_w = peak / bandwidth.
 
     For an MoE model this holds for the weights every token uses (attention, dense layers, shared
     experts); routed experts see fewer tokens each: `expert_critical_batch`.
     """
+    hw, precision = d.hardware, d.precision
     expr, value = derivations.critical_batch(hw, precision)
     note = ("dense weights only (attention, dense layers, shared experts); routed experts: expert_critical_batch"
-            if config is not None and config.n_experts else "")
+            if d.config.n_experts else "")
     return Crossover("critical_batch", sp.Eq(B, expr), value,
                      {"I_hw": derivations.accelerator_intensity(hw, precision.weight_matmul_dtype),
                       "b_w": precision.weight_bytes}, note)
 
 
-def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision()) -> Crossover:
+def expert_critical_batch(d: Deployment) -> Crossover:
     """The batch where routed-expert matmuls turn compute-bound: each touched expert sees B·k / E_t(B) tokens,
     E_t(B) = E(1 − (1 − k/E)^B) the expected distinct experts (the count the decode cost reads), and that
     must reach the critical batch at the experts' own b_e and matmul dtype. Tokens per expert grow with B, so
     bisection finds the first B."""
+    config = d.config
     if not config.n_experts:
         raise ValueError(f"model {config.name!r}: has no routed experts; use critical_batch")
-    _, dense = derivations.critical_batch(hw, precision, experts=True)  # at the experts' own b_e and matmul dtype
+    _, dense = derivations.critical_batch(d.hardware, d.precision, experts=True)  # at the experts' own b_e and matmul dtype
     per_expert = B * k / expected_experts_touched().xreplace({T: 1})
     given = {E: config.n_experts, k: config.top_k}
     tokens = sp.lambdify(B, per_expert.xreplace(given), modules="numpy")
@@ -82,9 +82,10 @@ def expert_critical_batch(config: ModelConfig, hw: Hardware, precision: Precisio
                      f"distinct experts; solved by bisection")
 
 
-def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precision()) -> Crossover:
+def kv_equals_weights_context(d: Deployment) -> Crossover:
     """Context where one sequence's KV bytes read per decode step equal the weight bytes read (a constant
     state, read every step whatever S, counts with the KV: it moves the crossover, never removes it)."""
+    config, precision = d.config, d.precision
     expr, value = derivations.kv_equals_weights_context(config, precision)
     grows = any(kind in ATTENTION_KINDS + (PARALLEL,) for kind in config.layer_attention)
     note = ("" if value == value else "never: the windowed KV cache stays below the weights" if grows
@@ -99,89 +100,25 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
                       **({"b_e": precision.expert_bytes} if precision.experts is not None else {})}, note)
 
 
-def max_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-              gen: int = 0, options: Options = Options(), engine: str | Engine | None = None, tp: int = 1,
+def max_batch(d: Deployment, prompt: int = 1024, gen: int = 0,
               prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> Crossover:
     """Largest B with weights + B·(KV at prompt + gen tokens) + workspace <= memory (one GPU's), in closed form.
 
-    The workspace is one prefill chunk's (roofline.evaluate.memory): fixed once the batch fills a chunk,
+    The workspace is one prefill chunk's (roofline.memory): fixed once the batch fills a chunk,
     which is where the largest batch lies whenever a chunk's worth of sequences fits.
     """
-    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
     per_sequence_kv = d.compiled.kv_cache_expr.xreplace({B: 1})
     solution = sp.solve(sp.Eq(W_bytes + B * per_sequence_kv + A_ws, M), B)[0]
     # The value is evaluate's (the one memory model); A_ws is the workspace at that batch.
     value = int(memory_of(d, 1.0, float(prompt), float(gen), prefill_chunk)["max_batch"])
     at = memory_of(d, float(max(value, 1)), float(prompt), float(gen), prefill_chunk)
-    given = {M: hw.memory_bytes, W_bytes: float(at["weight_bytes"]), A_ws: float(at["workspace_bytes"]),
-             S: prompt + gen, b_kv: precision.kv_bytes}
+    given = {M: d.hardware.memory_bytes, W_bytes: float(at["weight_bytes"]), A_ws: float(at["workspace_bytes"]),
+             S: prompt + gen, b_kv: d.precision.kv_bytes}
     note = f"workspace: one {prefill_chunk}-token prefill chunk" if prefill_chunk else "workspace: every prompt at once"
     return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()}, note)
 
 
-def _widths(precision: Precision) -> dict:
-    return dict(zip(BYTE_WIDTHS, precision.byte_widths))
-
-
-def _fixed_seconds(d: Deployment) -> sp.Expr:
-    """A decode step's collectives (lines in B) and the engine's fixed overheads."""
-    return sum((seconds for _, _, seconds in d.collectives(B)), sp.Float(d.roofs.overhead_s))
-
-
-def decode_time_expr(config: ModelConfig, hw: Hardware, precision: Precision, prompt: int,
-                     options: Options = Options(), keep=(B,), engine: str | Engine | None = None, tp: int = 1) -> sp.Expr:
-    """TPOT as the roofline prices it, with the symbols in `keep` left free (B, beta for bandwidth, b_kv)."""
-    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
-    placed = phase_ops(d.local, options, DECODE)
-    peaks, rates = _roofs(d, placed)
-    values = {S: decode_context(prompt), **{s: v for s, v in _widths(precision).items() if s not in keep}}
-    if beta not in keep:
-        values[beta] = d.roofs.bandwidth
-    time = _fixed_seconds(d)
-    for p, peak, rate in zip(placed, peaks, rates):  # rate: the op's bandwidth as a share of beta
-        compute = p.op.cost.flops / sp.Float(peak) if np.isfinite(peak) else sp.Integer(0)
-        time += p.count * sp.Max(compute, p.op.cost.bytes / (beta * sp.Float(rate)))
-    return time.xreplace(values)
-
-
-def _roofs(d: Deployment, placed) -> tuple[list, list]:
-    """Per op its achieved peak, and its bandwidth as a fraction of the weight GEMMs' (attention's may differ)."""
-    kinds = tuple(p.op.matmul for p in placed)
-    bandwidths = d.roofs.bandwidths(kinds)
-    rates = [b / d.roofs.bandwidth for b in bandwidths] if isinstance(bandwidths, list) else [1.0] * len(placed)
-    return d.roofs.peaks(kinds), rates
-
-
-def _lines(config, hw, precision, prompt, options, engine=None, tp=1):
-    """Per op (compute intercept, slope; memory intercept, slope) in seconds, or None if not linear in B;
-    the collectives and fixed overheads as one more row (the same line for both roofs)."""
-    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
-    placed = phase_ops(d.local, options, DECODE)
-    values = {S: decode_context(prompt), **_widths(precision)}
-    lines = []
-    peaks, rates = _roofs(d, placed)
-    for p, peak, rate in zip(placed, peaks, rates):
-        pair = []
-        for expr, roof in ((p.op.cost.flops, peak), (p.op.cost.bytes, d.roofs.bandwidth * rate)):
-            # A gather reads min(B, rows) rows: B while the batch is below the vocabulary.
-            expr = sp.sympify(expr).xreplace(values).replace(lambda e: isinstance(e, sp.Min) and B in e.free_symbols, lambda e: B)
-            try:
-                poly = sp.Poly(expr, B)
-            except sp.PolynomialError:
-                return None
-            if poly.degree() > 1:
-                return None
-            pair += [p.count * float(poly.coeff_monomial(1)) / roof, p.count * float(poly.coeff_monomial(B)) / roof]
-        lines.append(pair)
-    fixed = sp.Poly(sp.expand(_fixed_seconds(d)), B)
-    intercept, slope = float(fixed.coeff_monomial(1)), float(fixed.coeff_monomial(B))
-    lines.append([intercept, slope, intercept, slope])
-    return np.array(lines)
-
-
-def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                     fraction: float = 0.9, options: Options = Options(), engine: str | Engine | None = None,
-                     tp: int = 1) -> Crossover:
+def saturation_batch(d: Deployment, prompt: int = 1024, fraction: float = 0.9) -> Crossover:
     """Smallest batch whose decode tokens/s reach `fraction` of the asymptote B / t(B) -> 1 / g.
 
     On the piece of t(B) = t_0 + t_1·B where the crossing lies, B / t(B) = f / g solves to
@@ -190,26 +127,20 @@ def saturation_batch(config: ModelConfig, hw: Hardware, precision: Precision = P
     if not 0 < fraction < 1:
         raise ValueError(f"fraction: must be in (0, 1), got {fraction!r}")
     solution = sp.solve(sp.Eq(B / (t0 + t1 * B), f / g), B)[0]
-    lines = _lines(config, hw, precision, prompt, options, engine, tp)
+    lines = StepLines.of(d, decode_context(prompt))
     if lines is None:
-        d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp)
         return _saturation_by_bisection(d, prompt, fraction, solution)
-    c0, c1, m0, m1 = lines.T
-    slope = float(np.sum(np.maximum(c1, m1)))
-    crossings = [(a0 - b0) / (b1 - a1) for a0, a1, b0, b1 in zip(c0, c1, m0, m1) if a1 != b1 and (a0 - b0) / (b1 - a1) > 0]
-    edges = [0.0] + sorted(crossings) + [math.inf]
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        probe = lo + 1.0 if hi == math.inf else (lo + hi) / 2
-        compute_wins = c0 + c1 * probe >= m0 + m1 * probe
-        piece = {t0: float(np.sum(np.where(compute_wins, c0, m0))), t1: float(np.sum(np.where(compute_wins, c1, m1))),
-                 g: slope, f: fraction}
-        if piece[t1] >= slope / fraction:
-            continue  # throughput on this piece stays below f / g
-        root = float(solution.xreplace(piece))
-        if lo <= root <= hi:
-            given = {str(k): v for k, v in piece.items()}
-            return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), math.ceil(root - 1e-9), given)
-    return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), float("nan"), note="not reached")
+    slope = lines.asymptotic_slope
+
+    def root(piece):  # throughput on a piece with t_1 >= g / f stays below f / g
+        return None if piece.t_1 >= slope / fraction else float(solution.xreplace(
+            {t0: piece.t_0, t1: piece.t_1, g: slope, f: fraction}))
+    found = lines.solve(root)
+    if found is None:
+        return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), float("nan"), note="not reached")
+    piece, value = found
+    given = {"t_0": piece.t_0, "t_1": piece.t_1, "g": slope, "f": fraction}
+    return Crossover("saturation_batch", sp.Eq(B, sp.ceiling(solution)), math.ceil(value - 1e-9), given)
 
 
 def _saturation_by_bisection(d: Deployment, prompt, fraction, solution) -> Crossover:
@@ -230,48 +161,61 @@ def _saturation_by_bisection(d: Deployment, prompt, fraction, solution) -> Cross
                      "MoE: expert reads are nonlinear in B; solved by bisection on the same costs")
 
 
-def memory_bound_model(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                       options: Options = Options(), engine: str | Engine | None = None, tp: int = 1) -> dict:
+def memory_bound_model(d: Deployment, prompt: int = 1024) -> dict:
     """The napkin regime, every op memory-bound: t(B) = a + b·B, tokens/s = B / (a + b·B).
 
-    a: bytes read once per step (weights) / bandwidth; b: bytes per sequence (KV, activations) / bandwidth.
+    a: bytes read once per step (weights) / bandwidth, plus the fixed times; b: bytes per sequence (KV,
+    activations) / bandwidth, plus the collectives' seconds per sequence.
     """
-    lines = _lines(config, hw, precision, prompt, options, engine, tp)
+    lines = StepLines.of(d, decode_context(prompt))
     if lines is None:
-        raise ValueError(f"model {config.name!r}: MoE decode bytes are not linear in the batch; no (a, b) model")
+        raise ValueError(f"model {d.config.name!r}: MoE decode bytes are not linear in the batch; no (a, b) model")
     a, b = sp.symbols("a b", positive=True)
-    given = {a: float(lines[:, 2].sum()), b: float(lines[:, 3].sum())}
+    given = dict(zip((a, b), lines.memory_bound))
     saturation = sp.solve(sp.Eq(B / (a + b * B), f / b), B)[0]  # 90%: 9a/b
     doubling = sp.solve(sp.Eq((2 * B / (a + 2 * b * B)) / (B / (a + b * B)), 1 + f), B)[0]
     return {"a": given[a], "b": given[b], "saturation": saturation, "doubling_gain_below": doubling,
             "given": given}
 
 
-def diminishing_batch(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), prompt: int = 1024,
-                      gain: float = 0.1, options: Options = Options(), engine: str | Engine | None = None,
-                      tp: int = 1) -> Crossover:
+def diminishing_batch(d: Deployment, prompt: int = 1024, gain: float = 0.1) -> Crossover:
     """The batch beyond which doubling it raises memory-bound tokens/s by less than `gain`: a(1−f)/(2fb)."""
     if not 0 < gain < 1:
         raise ValueError(f"gain: must be in (0, 1), got {gain!r}")
-    model = memory_bound_model(config, hw, precision, prompt, options, engine, tp)
+    model = memory_bound_model(d, prompt)
     expr = model["doubling_gain_below"]
     value = float(expr.xreplace({**model["given"], f: gain}))
     return Crossover("diminishing_batch", sp.Eq(B, expr), value, {**{str(k): v for k, v in model["given"].items()},
                                                                    "f": gain}, "memory-bound regime")
 
 
-def elasticities(config: ModelConfig, hw: Hardware, precision: Precision = Precision(), batch: int = 1,
-                 prompt: int = 1024, options: Options = Options(), engine: str | Engine | None = None,
-                 tp: int = 1) -> dict[str, Crossover]:
-    """d ln TPOT / d ln x for bandwidth, KV bytes per element (bits) and batch, at one point."""
-    expr = decode_time_expr(config, hw, precision, prompt, options, keep=(B, beta, b_kv), engine=engine, tp=tp)
-    point = {B: batch, beta: Deployment(config, hw, precision, options, load_engine(engine), tp=tp).roofs.bandwidth,
-             b_kv: precision.kv_bytes}
+STEP = 1e-6  # relative step of the central differences: the step is piecewise linear, so they are exact off a kink
+KV = slice(4, 6)  # kv_read, kv_write among a model op's counts (compiled.COMPONENTS)
+BYTES = slice(1, 6)
+
+
+def elasticities(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str, Crossover]:
+    """d ln TPOT / d ln x for bandwidth, KV bytes per element (bits) and batch, at one point: central
+    differences of the pricer's own step (at a kink of the sharp roofline, the mean of the two sides)."""
+    context = float(decode_context(prompt))
+    phase = d.compiled.decode
+
+    def tpot(batch_size, part: slice = BYTES, factor: float = 1.0) -> float:
+        counts = np.array(d.components(phase, float(batch_size), context), dtype=float)
+        counts[:, part] *= factor
+        return float(d.price(phase, counts, float(batch_size)).total_s)
+
+    def elasticity(at) -> float:
+        return (math.log(at(1 + STEP)) - math.log(at(1 - STEP))) / (math.log(1 + STEP) - math.log(1 - STEP))
+
+    beta = sp.Symbol("beta", positive=True)
+    # Bandwidth divides every byte of the model ops, so its elasticity is minus the bytes'.
+    values = {"bandwidth": (beta, -elasticity(lambda x: tpot(batch, BYTES, x))),
+              "kv_bits": (b_kv, elasticity(lambda x: tpot(batch, KV, x))),
+              "batch": (B, elasticity(lambda x: tpot(batch * x)))}
+    point = {"B": batch, "beta": d.roofs.bandwidth, "b_kv": d.precision.kv_bytes}
     out = {}
-    for name, symbol in (("bandwidth", beta), ("kv_bits", b_kv), ("batch", B)):
-        elasticity = sp.diff(expr, symbol) * symbol / expr
-        value = float(elasticity.xreplace(point).replace(sp.Heaviside, lambda x, *_: sp.Heaviside(x, sp.S.Half)))
+    for name, (symbol, value) in values.items():
         step = sp.Function("t")(symbol)
-        out[name] = Crossover(f"tpot_elasticity_{name}", symbol * sp.Derivative(step, symbol) / step, value,
-                              {str(k): float(v) for k, v in point.items()})
+        out[name] = Crossover(f"tpot_elasticity_{name}", symbol * sp.Derivative(step, symbol) / step, value, point)
     return out

@@ -18,14 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from ..config import MOE, ModelConfig, load_model
+from ..config import MOE
 from ..deployment import Deployment
-from ..engine import Engine, load_engine
-from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context
+from ..memory import DEFAULT_PREFILL_CHUNK, memory
+from ..model import DECODE, decode_context
 from ..ops import expected_experts_touched
-from ..precision import Precision
-from ..sharding import is_routed
+from ..sharding import alltoall_send_bytes, is_routed, whole
 from ..symbols import B, D, E, T, b_a, k
 
 ep_sym = sp.Symbol("e_p", positive=True)  # expert-parallel GPUs
@@ -38,7 +36,7 @@ def experts_touched_per_gpu() -> sp.Expr:
 
 def alltoall_bytes() -> sp.Expr:
     """Bytes one GPU sends in one all-to-all: its B·T tokens' k rows, less those staying on it."""
-    return B * T * k * D * b_a * (ep_sym - 1) / ep_sym
+    return alltoall_send_bytes(B * T, k, D * b_a, ep_sym)
 
 
 @dataclass(frozen=True)
@@ -53,36 +51,35 @@ class ExpertParallelResult:
     comm_s: float  # all-to-alls of one decode step
     tpot_s: float
     tokens_per_s: float
-    per_gpu_memory_bytes: float  # weights + KV cache at prompt + gen
+    per_gpu_memory_bytes: float  # weights + KV cache at prompt + gen + one prefill chunk's workspace (roofline.memory)
     fits: bool
     link_latency_assumed: bool
+    workspace_bytes: float = 0.0  # one prefill chunk's activations, in per_gpu_memory_bytes
 
 
-def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, ep: int = 1, batch: int = 1,
-                            prompt: int = 1024, gen: int = 128, precision: Precision = Precision(),
-                            options: Options = Options(),
-                            engine: str | Engine | None = None) -> ExpertParallelResult:
-    """Decode of `batch` sequences with `prompt` tokens cached, experts spread over `ep` GPUs."""
-    config, hw = load_model(model), load_hardware(hardware)
-    for name, value in (("ep", ep), ("batch", batch), ("prompt", prompt), ("gen", gen)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name}: must be a whole number >= 1, got {value!r}")
+def analyze_expert_parallel(d: Deployment, batch: int = 1, prompt: int = 1024, gen: int = 128,
+                            prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> ExpertParallelResult:
+    """Decode of `batch` sequences with `prompt` tokens cached, experts spread over the Deployment's `ep` GPUs."""
+    config, ep, precision = d.config, d.ep, d.precision
+    for name, value in (("batch", batch), ("prompt", prompt), ("gen", gen)):
+        whole(name, value)
     moe_layers = config.layer_mlp.count(MOE)
     if not moe_layers:
         raise ValueError(f"ep: model {config.name!r} has no MoE layers to spread")
     if config.n_experts % ep or batch % ep:
         raise ValueError(f"ep: {ep} must divide the {config.n_experts} experts and the batch of {batch}")
-    d = Deployment(config, hw, precision, options, load_engine(engine), ep=ep)
     step = d.step(DECODE, float(batch), float(decode_context(prompt)))
     values = {B: batch // ep, T: 1, k: config.top_k, E: config.n_experts, D: config.d_model,
               b_a: precision.activation_bytes, ep_sym: ep}
     touched = float(experts_touched_per_gpu().xreplace({**values, B: batch}))
-    (memory,) = d.memory_bytes(batch, prompt + gen)
+    held = memory(d, float(batch), float(prompt), float(gen), prefill_chunk)
+    per_gpu = float(held["memory_bytes"])
     tpot = float(step.total_s)
     routed = [c for name, c in zip(step.ops, step.components) if is_routed(name)]
     return ExpertParallelResult(
         ep=ep, batch=batch, per_gpu_batch=batch // ep, experts_per_gpu=config.n_experts // ep,
         experts_touched_per_gpu=touched, expert_weight_bytes_per_gpu=float(sum(np.sum(c[1]) for c in routed)),
         alltoall_bytes=float(alltoall_bytes().xreplace(values)), comm_s=float(step.communication_s), tpot_s=tpot,
-        tokens_per_s=batch / tpot, per_gpu_memory_bytes=memory, fits=memory <= hw.memory_bytes,
+        tokens_per_s=batch / tpot, per_gpu_memory_bytes=per_gpu, fits=bool(held["fits"]),
+        workspace_bytes=float(held["workspace_bytes"]),
         link_latency_assumed=d.link_latency_assumed)

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import Engine, load_engine
-from ..config import ModelConfig, load_model
 from ..deployment import Deployment
-from ..hardware import Hardware, load_hardware
 from ..model import DECODE, PREFILL, decode_context
-from ..precision import Precision
+from ..sharding import whole
 
 
 def _blocks(tokens, block: int) -> np.ndarray:
@@ -122,26 +119,24 @@ def shared_prefix_blocks(prefix: int, suffixes, block: int) -> dict[str, int]:
     return {"separate": separate, "shared": shared, "saved_fraction": 1 - shared / separate}
 
 
-def thought_tree(model: str | ModelConfig, hardware: str | Hardware, width: int, prefix: int, steps: int,
-                 precision: Precision = Precision(), engine: str | Engine | None = None, tp: int = 1) -> dict[str, dict]:
+def thought_tree(d: Deployment, width: int, prefix: int, steps: int) -> dict[str, dict]:
     """W branches decoding `steps` tokens after a shared prefix, three ways; seconds and KV bytes of each.
 
     shared_cache: one prefill of the prefix, then W sequences decode as one batch over a shared cache
                   (each branch still reads the prefix's keys: paged attention, no cascade kernel).
     no_cache:     every step reruns the full sequences of all W branches (T = S, padded to the longest).
     independent:  W requests, each prefilling the prefix and keeping its own cache.
-    Steps are priced by the Deployment (the engine and tensor parallelism included); KV bytes are one GPU's.
+    Steps are priced by the Deployment (engine and tensor parallelism included); KV bytes are one GPU's.
     """
-    if width < 1 or prefix < 1 or steps < 1:
-        raise ValueError(f"thought_tree: width, prefix and steps must be >= 1, got {width}, {prefix}, {steps}")
-    d = Deployment(load_model(model), load_hardware(hardware), precision, engine=load_engine(engine), tp=tp)
+    for name, value in (("width", width), ("prefix", prefix), ("steps", steps)):
+        whole(name, value)
 
     def seconds(phase, batch, context):
         return np.asarray(d.step(phase, float(batch), np.asarray(context, dtype=float)).total_s, dtype=float)
 
     contexts = decode_context(prefix + np.arange(0, steps))  # step j sees the prefix and j new keys
     decode = float(seconds(DECODE, width, contexts[:-1]).sum()) if steps > 1 else 0.0
-    kv = lambda tokens: float(d.compiled.kv_cache(1.0, float(tokens), precision.kv_bytes))  # noqa: E731
+    kv = lambda tokens: float(d.compiled.kv_cache(1.0, float(tokens), d.precision.kv_bytes))  # noqa: E731
     first = float(seconds(PREFILL, 1, prefix))
     return {
         "shared_cache": {"seconds": first + decode, "kv_bytes": kv(prefix) + width * kv(steps)},

@@ -23,12 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import ModelConfig, load_model
-from ..engine import Engine, load_engine
+from ..config import ModelConfig
 from ..deployment import OVERHEAD_GROUP, Deployment
-from ..hardware import Hardware, load_hardware
-from ..model import DECODE, Options, decode_context, layer_group
-from ..precision import Precision
+from ..memory import DEFAULT_PREFILL_CHUNK, memory
+from ..model import DECODE, decode_context, layer_group
 from ..sharding import whole
 
 
@@ -95,34 +93,34 @@ class PipelineResult:
     bubble_fraction: float  # idle share of the GPUs in steady decode
     pass_s: float  # one flushed pass of the m micro-batches (no overlap between steps)
     pass_bubble_fraction: float  # idle share during that pass: (p−1)/(m+p−1) for equal stages
-    stage_memory_bytes: list
+    stage_memory_bytes: list  # each stage's GPU: its weights, its layers' cache, one prefill chunk's workspace
     per_gpu_memory_bytes: float  # the fullest stage
     fits: bool
     link_latency_assumed: bool
+    workspace_bytes: float = 0.0  # one prefill chunk's activations (roofline.memory), in every stage's bytes
 
 
-def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int = 1, microbatches: int = 1,
-                     batch: int = 1, prompt: int = 1024, gen: int = 128, tp: int = 1,
-                     precision: Precision = Precision(), options: Options = Options(),
-                     engine: str | Engine | None = None) -> PipelineResult:
-    """Decode of `batch` sequences with `prompt` tokens cached on tp × pp GPUs, m micro-batches in flight."""
-    config, hw = load_model(model), load_hardware(hardware)
-    pp, microbatches, batch = whole("pp", pp), whole("microbatches", microbatches), whole("batch", batch)
+def analyze_pipeline(d: Deployment, microbatches: int = 1, batch: int = 1, prompt: int = 1024,
+                     gen: int = 128, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK) -> PipelineResult:
+    """Decode of `batch` sequences with `prompt` tokens cached on the Deployment's tp × pp GPUs, m micro-batches
+    in flight."""
+    tp, pp = d.tp, d.pp
+    microbatches, batch = whole("microbatches", microbatches), whole("batch", batch)
     prompt, gen = whole("prompt", prompt), whole("gen", gen)
     if batch % microbatches:
         raise ValueError(f"microbatches: {microbatches} does not divide the batch of {batch}")
     micro = batch // microbatches
-    d = Deployment(config, hw, precision, options, load_engine(engine), tp=tp, pp=pp)
     stages, transfer = stage_seconds(d, micro, decode_context(prompt))
     round_s = steady_round_seconds(stages, transfer, microbatches)
     flushed = pass_seconds(stages, transfer, microbatches)
     one = d.step(DECODE, float(micro), float(decode_context(prompt)))
-    memory = d.memory_bytes(batch, prompt + gen)
+    held = memory(d, float(batch), float(prompt), float(gen), prefill_chunk)
+    stage_bytes = [float(b) for b in held["stage_memory_bytes"]]
     return PipelineResult(
         tp=tp, pp=pp, microbatches=microbatches, gpus=tp * pp, batch=batch,
         stage_layers=[len(r) for r in d.stages], stage_s=stages, transfer_s=transfer,
         comm_s=float(one.communication_s), tpot_s=round_s, tokens_per_s=batch / round_s,
         bubble_fraction=idle_fraction(stages, microbatches, round_s), pass_s=flushed,
-        pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=memory,
-        per_gpu_memory_bytes=max(memory), fits=max(memory) <= hw.memory_bytes,
+        pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=stage_bytes,
+        per_gpu_memory_bytes=max(stage_bytes), fits=bool(held["fits"]), workspace_bytes=float(held["workspace_bytes"]),
         link_latency_assumed=d.link_latency_assumed)

@@ -19,10 +19,7 @@ import sympy as sp
 from ..compiled import CompiledPhase, compile_queries
 from ..config import MOE, ModelConfig, check_context, load_model
 from ..deployment import Deployment
-from ..engine import Engine, load_engine
-from ..hardware import Hardware, load_hardware
 from ..model import DECODE, QUERIES, Options, decode_context
-from ..precision import Precision
 
 alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
 MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)
@@ -98,22 +95,19 @@ def _draft_steps(draft, target: Deployment, target_decode, batch, contexts):
     return drafter.step(DECODE, batch, contexts).total_s
 
 
-def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | ModelConfig | float, gamma: int,
-              alpha: float, batch: int = 1, prompt: int = 1024, precision: Precision = Precision(),
-              options: Options = Options(), max_gamma: int = MAX_GAMMA,
-              tp: int = 1, allow_beyond_window: bool = False, engine: str | Engine | None = None) -> Speculation:
+def speculate(d: Deployment, draft: str | ModelConfig | float, gamma: int, alpha: float, batch: int = 1,
+              prompt: int = 1024, max_gamma: int = MAX_GAMMA, allow_beyond_window: bool = False) -> Speculation:
     """Effective TPOT and speedup of speculative decoding, and the best lookahead for this α and batch.
 
     draft: a model (name or config) or a fraction of the target's decode step (MTP/Medusa-style heads);
     a model must share the target's vocabulary and be smaller. The best lookahead is searched up to
     max(max_gamma, gamma); `best_gamma_is_search_cap` says when the search stopped there.
-    tp: both models split over tp GPUs (the all-reduces of every draft step and verify pass included).
+    d: the target's deployment; a draft model runs on the same one (its engine, split and all-reduces included).
     """
     check(gamma, alpha)
     for name, value in (("batch", batch), ("prompt", prompt)):
         if not float(value).is_integer() or value < 1:
             raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
-    d = Deployment(load_model(target), load_hardware(hardware), precision, options, load_engine(engine), tp=tp)
     check_context(d.config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
@@ -122,7 +116,7 @@ def speculate(target: str | ModelConfig, hardware: str | Hardware, draft: str | 
     target_decode = np.broadcast_to(d.step(DECODE, batch, contexts).total_s, contexts.shape)
     per_draft_step = _draft_steps(draft, d, target_decode, batch, contexts)
     draft_s = np.concatenate([[0.0], np.cumsum(np.broadcast_to(per_draft_step, contexts.shape))[:-1]])
-    verifier = replace(d, options=replace(options, logits="all"))  # each drafted position is scored
+    verifier = replace(d, options=replace(d.options, logits="all"))  # each drafted position is scored
     verify_s = verifier.step(QUERIES, batch, contexts, queries=lookaheads + 1).total_s
 
     tokens = expected_tokens(alpha, lookaheads)

@@ -12,21 +12,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine import Engine, load_engine
-from ..config import ModelConfig, load_model
 from ..deployment import Deployment
-from ..hardware import Hardware, load_hardware
 from ..model import DECODE, decode_context
-from ..precision import Precision
 
 # (first batch, last batch, factor): a table in use in inference engines' schedulers.
 HANDWRITTEN = ((2, 4, 1.8), (5, 8, 2.5), (9, 16, 3.5), (17, 32, 5.0), (33, None, 6.0))
 
 
-def throughput_factor(model: str | ModelConfig, hardware: str | Hardware, batches, prompt: int = 1024,
-                      precision: Precision = Precision(), engine: str | Engine | None = None, tp: int = 1) -> np.ndarray:
+def throughput_factor(d: Deployment, batches, prompt: int = 1024) -> np.ndarray:
     """tokens/s at each batch over tokens/s at batch 1, decoding with `prompt` tokens cached."""
-    d = Deployment(load_model(model), load_hardware(hardware), precision, engine=load_engine(engine), tp=tp)
     batches = np.asarray(batches, dtype=float)
     every = np.concatenate([[1.0], np.ravel(batches)])
     rates = every / d.step(DECODE, every, float(decode_context(prompt))).total_s
@@ -44,14 +38,12 @@ class Bucket:
     worst_error: float  # largest |table / derived − 1| over the bucket's batches
 
 
-def compare_table(model: str | ModelConfig, hardware: str | Hardware, prompt: int = 1024, table=HANDWRITTEN,
-                  largest: int = 256, precision: Precision = Precision(), engine: str | Engine | None = None,
-                  tp: int = 1) -> list[Bucket]:
+def compare_table(d: Deployment, prompt: int = 1024, table=HANDWRITTEN, largest: int = 256) -> list[Bucket]:
     """Each bucket of a hand table against the derived factor at every batch it covers."""
     buckets = []
     for first, last, value in table:
         last = largest if last is None else last
-        factors = throughput_factor(model, hardware, np.arange(first, last + 1), prompt, precision, engine, tp)
+        factors = throughput_factor(d, np.arange(first, last + 1), prompt)
         low, high = float(factors.min()), float(factors.max())
         buckets.append(Bucket(first, last, value, float(factors[0]), float(factors[-1]), low <= value <= high,
                               float(np.max(np.abs(value / factors - 1)))))

@@ -3,11 +3,15 @@
 Bytes keep two decimals after an SI prefix ("26.87 GB"); seconds, FLOPs and SI rates keep three
 significant figures ("8.02 ms", "26.5 GFLOP", "3.35 TB/s"); counts keep four with short-scale
 suffixes ("13.02 B"). Negative values keep their minus sign; NaN and None read "n/a", infinities
-"inf" / "-inf". Like rich's filesize.py: tiny, flat and tested on its own.
+"inf" / "-inf". Like rich's filesize.py: tiny, flat and tested on its own. `plain` makes a value JSON-safe
+(the one converter the CLI and the report writer share).
 """
 from __future__ import annotations
 
 import math
+
+import pandas as pd
+import sympy as sp
 
 SI = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
       (1.0, ""))
@@ -106,3 +110,20 @@ def fmt_rate(n: float, unit: str) -> str:
         return _significant(n, unit, SI, 3)
     text = fmt_count(n)
     return text if _special(n) else f"{text} {unit}"
+
+
+def plain(value):
+    """JSON-safe: numpy scalars to Python, NaN and infinities to None, sympy to its string."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, pd.DataFrame):
+        return plain(value.to_dict(orient="records"))
+    if isinstance(value, sp.Basic):
+        return str(value)
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

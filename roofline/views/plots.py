@@ -20,6 +20,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, LogLocator, NullLocator
 
 from ..bounds import BOUNDS
+from ..derivations import accelerator_intensity
 from .fmt import fmt_bytes, fmt_rate
 from ..hardware import Hardware, bundled_hardware
 
@@ -155,7 +156,7 @@ def roofline_chart(hardware: Hardware, ops: pd.DataFrame, title: str = "") -> Fi
     lo = max(min(points["intensity"].min(), 1.0) / 4, 1e-2) if len(points) else 0.1
     # The roof labels end at the right edge and span about a decade: the axis runs ROOF_LABEL_ROOM past the
     # highest op, so no marker sits under a label.
-    hi = max(points["intensity"].max() * ROOF_LABEL_ROOM, 4 * hardware.ridge_intensity) if len(points) else 1e4
+    hi = max(points["intensity"].max() * ROOF_LABEL_ROOM, 4 * accelerator_intensity(hardware)) if len(points) else 1e4
     x = np.geomspace(lo, hi, 200)
     for i, (label, peak) in enumerate(_roofs(hardware)):
         y = np.minimum(peak, x * hardware.memory_bandwidth)
@@ -408,24 +409,37 @@ def engine_waterfall(ideal_s: float, gap: pd.Series, engine: str, title: str = "
                           title or f"Why {engine} decodes slower than the ideal bound")
 
 
-def validation_curves(frame: pd.DataFrame, title: str = "") -> Figure:
+MARKERS = "o^sDvP"  # one per model variant (validation_curves' `label`)
+
+
+def validation_curves(frame: pd.DataFrame, title: str = "", ax=None) -> Figure:
     """Measured (points, solid) and predicted (dashed) step time over batch, a colour per context.
 
     frame: columns batch, context, measured_s, predicted_s (e.g. the held-out prediction) and
-    optionally ideal_s (the uncalibrated roofline, dotted). Repeated runs: a point each, the lines
-    through the median per batch.
+    optionally ideal_s (the uncalibrated roofline, dotted) and label (a model variant: a marker each,
+    its own lines). Repeated runs: a point each, the lines through the median per batch. ax: draw on
+    these axes (validation's figure of several panels) instead of a new figure.
     """
-    fig, ax = _figure(8.5, 4.5, box=(0.09, 0.12, 0.7, 0.8))  # the legend right of the axes, off the curves
-    for i, (context, rows) in enumerate(frame.groupby("context", sort=True)):
-        color, median = f"C{i % 10}", rows.groupby("batch", sort=True).median(numeric_only=True)
-        ax.scatter(rows["batch"], rows["measured_s"] * 1e3, s=12, color=color, zorder=3)
-        ax.plot(median.index, median["measured_s"] * 1e3, "-", color=color, label=f"S={context}")
-        ax.plot(median.index, median["predicted_s"] * 1e3, "--", color=color)
-        if "ideal_s" in rows:
-            ax.plot(median.index, median["ideal_s"] * 1e3, ":", lw=1, color=color)
+    # The legend stands right of the axes, off the curves.
+    fig, ax = _figure(8.5, 4.5, box=(0.09, 0.12, 0.7, 0.8)) if ax is None else (ax.figure, ax)
+    colors = {c: f"C{i % 10}" for i, c in enumerate(sorted(frame["context"].unique()))}
+    variants = list(dict.fromkeys(frame["label"])) if "label" in frame else [None]
+    for variant in variants:
+        marker = MARKERS[variants.index(variant) % len(MARKERS)]
+        own = frame if variant is None else frame[frame["label"] == variant]
+        for context, rows in own.groupby("context", sort=True):
+            color, median = colors[context], rows.groupby("batch", sort=True).median(numeric_only=True)
+            ax.scatter(rows["batch"], rows["measured_s"] * 1e3, s=12, color=color, marker=marker, zorder=3)
+            ax.plot(median.index, median["measured_s"] * 1e3, "-", color=color,
+                    label=f"S={context}" if variant == variants[0] else None)
+            ax.plot(median.index, median["predicted_s"] * 1e3, "--", color=color)
+            if "ideal_s" in rows:
+                ax.plot(median.index, median["ideal_s"] * 1e3, ":", lw=1, color=color)
     styles = [("-", "o", "measured"), ("--", "", "predicted")] + ([(":", "", "ideal roofline")] if "ideal_s" in frame else [])
     handles = ax.get_legend_handles_labels()[0] + [Line2D([], [], ls=ls, marker=m, color="black", label=label)
                                                    for ls, m, label in styles]
+    handles += [Line2D([], [], ls="", marker=MARKERS[i % len(MARKERS)], color="grey", label=str(v))
+                for i, v in enumerate(variants) if v is not None]
     ax.set(xscale="log", yscale="log", xlabel="batch size", ylabel="step time (ms)",
            title=title or "Measured vs predicted over batch, per context")
     ax.grid(True, which="major", alpha=0.3)

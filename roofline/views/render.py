@@ -18,7 +18,7 @@ import pandas as pd
 import sympy as sp
 
 from ..api import METRIC_DEFINITIONS
-from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds, plain
 from .report import NAPKIN_SHOWN, Study, figure_name, napkin_columns
 from .report_whatifs import ACCEPTANCE
 from .report_plan import plan_blocks, plan_json
@@ -263,7 +263,7 @@ def _fit_tables(fit: dict) -> list:
                    ("table", pd.DataFrame(rows, columns=columns).astype(str))]
     if rest:
         blocks += [("p", "Reported by the fit"), ("table", pd.DataFrame(
-            [(k, json.dumps(_plain(v), sort_keys=True)) for k, v in sorted(rest.items())], columns=["key", "value"]))]
+            [(k, json.dumps(plain(v), sort_keys=True)) for k, v in sorted(rest.items())], columns=["key", "value"]))]
     return blocks
 
 
@@ -438,23 +438,6 @@ def results_frame(study: Study) -> pd.DataFrame:
     return frame[first + [c for c in frame.columns if c not in first]]
 
 
-def _plain(value):
-    """JSON-safe: numpy scalars to Python, NaN and infinities to None, sympy to its string."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, pd.DataFrame):
-        return _plain(value.to_dict(orient="records"))
-    if isinstance(value, sp.Basic):
-        return str(value)
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def results_json(study: Study) -> str:
     """Every number of the study as sorted-key JSON: inputs, provenance, tables, derivation, what-ifs."""
     devices = []
@@ -479,4 +462,4 @@ def results_json(study: Study) -> str:
             "model_terms": study.terms.map(str),
             "devices": devices, "figures": sorted(study.figures),
             **({"plan": plan_json(study.plan)} if study.plan is not None else {})}
-    return json.dumps(_plain(data), sort_keys=True, indent=1, allow_nan=False) + "\n"
+    return json.dumps(plain(data), sort_keys=True, indent=1, allow_nan=False) + "\n"

@@ -21,6 +21,7 @@ import sympy as sp
 from .. import __version__, constant_state, derivations
 from ..serving import crossovers
 from ..api import Analysis, analyze, sweep
+from ..deployment import Deployment
 from ..engine import IDEAL, Engine, load_engine
 from ..engine_fit import accuracy
 from ..published import rows_for
@@ -229,26 +230,27 @@ def _crossovers(config, hw, precision, analysis, inputs) -> pd.DataFrame:
     by_batch = sweep(config, hw, batch=np.arange(1, SCAN_LIMIT + 1), context=prompt, **common)
     by_prompt = sweep(config, hw, batch=1, context=np.arange(1, SCAN_LIMIT + 1), **common)
     bound, scan = by_batch["decode_bound"], f"first in a sweep over 1..{SCAN_LIMIT}"
+    d = Deployment(config, hw, precision)  # the report's crossovers are the ideal bound's
     rows = [
         _solved("critical batch: decode weight matmuls turn compute-bound",
-                lambda: crossovers.critical_batch(hw, precision, config), "2B / b_w = peak / bandwidth"),
+                lambda: crossovers.critical_batch(d), "2B / b_w = peak / bandwidth"),
         *([_solved("expert critical batch: routed-expert matmuls turn compute-bound",
-                   lambda: crossovers.expert_critical_batch(config, hw, precision),
+                   lambda: crossovers.expert_critical_batch(d),
                    "B·k / E(1 − (1 − k/E)^B) = critical batch")] if config.n_experts else []),
         (f"batch where the whole decode step turns compute-bound (S={prompt})",
          _first(by_batch, "batch", bound == "compute"), "", scan),
         (f"batch where KV reads overtake weight reads in decode (S={prompt})",
          _first(by_batch, "batch", bound == "kv-bandwidth"), "", scan),
         _solved(f"batch reaching 90% of the largest decode tokens/s (S={prompt})",
-                lambda: crossovers.saturation_batch(config, hw, precision, prompt), "B / t(B) = 0.9 / g"),
+                lambda: crossovers.saturation_batch(d, prompt), "B / t(B) = 0.9 / g"),
         _solved(f"batch past which doubling it adds < 10% tokens/s (S={prompt})",
-                lambda: crossovers.diminishing_batch(config, hw, precision, prompt), "t(B) = a + bB"),
+                lambda: crossovers.diminishing_batch(d, prompt), "t(B) = a + bB"),
         _solved("context where one sequence's KV cache equals the weights read",
-                lambda: crossovers.kv_equals_weights_context(config, precision), "KV bytes read = weight bytes read"),
+                lambda: crossovers.kv_equals_weights_context(d), "KV bytes read = weight bytes read"),
         ("prompt length where prefill turns compute-bound (B=1)",
          _first(by_prompt, "prompt_len", by_prompt["prefill_bound"] == "compute"), "", scan),
         _solved(f"memory wall: largest batch that fits (S={prompt}+{gen})",
-                lambda: crossovers.max_batch(config, hw, precision, prompt, gen), "weights + B x per sequence <= M"),
+                lambda: crossovers.max_batch(d, prompt, gen), "weights + B x per sequence <= M"),
     ]
     return pd.DataFrame(rows, columns=["quantity", "value", "expression", "how"])
 

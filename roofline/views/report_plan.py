@@ -37,7 +37,7 @@ def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: 
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
                  (inputs.get("engine") or "ideal",), kv=(precision.kv,), experts=precision.experts)
-    found = (explain(frame, config, work, targets, len(devices), {d.id: d for d in devices})
+    found = (explain(frame, work, targets, len(devices))
              if frame["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
 
@@ -80,7 +80,7 @@ def plan_json(section: PlanSection | None) -> dict | None:
     if section is None:
         return None
     return {"rate": section.work.rate, "ttft_s": section.targets.ttft_s, "tpot_s": section.targets.tpot_s,
-            "e2e_s": section.targets.e2e_s, "verdict": section.sentence, "candidates": section.frame,
+            "e2e_s": section.targets.e2e_s, "verdict": section.sentence, "candidates": section.frame.drop(columns="deployment"),
             "forms": [{"hardware": row["hardware"], "largest_batch": batch.value,
                        "largest_batch_expression": _equation(batch.expression), "given": batch.given,
                        "tp_breakeven": tp.value, "tp_breakeven_expression": _equation(tp.expression)}

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..api import analyze
+from ..deployment import Deployment
 from ..config import ModelConfig, bundled_models, load_model
 from ..model import parameter_count
 from ..serving import crossovers
@@ -38,7 +39,7 @@ def sensitivities(config, hw, precision, inputs) -> pd.DataFrame:
             for b, new, old in zip(batch, out[metric], base[metric]):
                 row[f"{metric} B={b}"] = math.log(new / old) / math.log(ratio)
         rows.append(row)
-    solved = {b: crossovers.elasticities(config, hw, precision, b, prompt) for b in batch}
+    solved = {b: crossovers.elasticities(Deployment(config, hw, precision), b, prompt) for b in batch}
     for key, name in (("kv_bits", "KV bytes per element"), ("batch", "batch size")):
         row = {"input": name, "how": "d ln TPOT / d ln x (roofline.serving.crossovers)"}
         row.update({f"ttft_s B={b}": math.nan for b in batch})
@@ -121,10 +122,11 @@ def _speculation(config, hw, precision, inputs) -> dict:
            f"draft {draft.name} (the smallest bundled {config.family} model with V = {config.vocab_size})")
     tpot, picked = [], []
     for b in batches:
-        args = {"batch": b, "prompt": inputs["prompt"], "precision": precision}
-        probe = speculate(config, hw, drafted, 1, ACCEPTANCE, **args)
+        args = {"batch": b, "prompt": inputs["prompt"]}
+        target = Deployment(config, hw, precision)
+        probe = speculate(target, drafted, 1, ACCEPTANCE, **args)
         best = probe.best_gamma  # 0: plain decoding is fastest, and speculate needs γ >= 1
-        tpot.append(speculate(config, hw, drafted, best, ACCEPTANCE, **args).tpot_s if best else probe.baseline_tpot_s)
+        tpot.append(speculate(target, drafted, best, ACCEPTANCE, **args).tpot_s if best else probe.baseline_tpot_s)
         cap = ", the search cap: a longer one may be faster" if probe.best_gamma_is_search_cap else ""
         picked.append(f"B={b} γ={best} ({probe.best_speedup:.2f}x{cap})" if best else f"B={b} γ=0 (plain decoding)")
     metrics = pd.DataFrame({"tpot_s": tpot, "tokens_per_s": np.asarray(batches) / np.asarray(tpot), "gpus": 1})
