@@ -3,21 +3,28 @@
 The scheduler is vLLM's and TensorRT-LLM's (and roofline.serving.batching's): every step carries one token of
 each running decoder plus up to the token budget (vLLM max_num_batched_tokens, TensorRT-LLM max_num_tokens)
 of prefill chunks, priced as one mixed step (roofline.serving.mixed_step). With prompt P, output G, budget Tb:
-  decoders a running request sees   n = 1 + λ (G − 1) τ̄                 (Little's law, itself included)
-  chunk room                        c = Tb − n,  k = ⌈P / c⌉ chunks a prompt
+  decoders a step (Little)          m = λ (G − 1) τ̄   (a step has at least one: m / (1 − e^−m))
+  chunk room                        c = Tb − m,  k = ⌈P / c⌉ chunks a prompt
   prefill tokens per step           π = λ τ̄ P
-  steps carrying prefill            φ = 1 − exp(−λ k τ̄),  each with q = π / φ prefill tokens
-  mean step (= TPOT)                τ̄ = (1 − φ) τ_decode(n) + φ τ_mixed(n, q)         solved for τ̄
-  TTFT = residual of the step in progress E[τ²] / 2τ̄ (open loop) + waiting for the budget (M/D/1, load
-         ρ = π / c, service k τ_mixed) + the prompt's k chunk steps + the engine's per-request cost
-  E2E = TTFT + (G − 1) τ̄;  in flight = λ E2E (Little);  goodput = λ G output tokens/s.
-TPOT's inflation is τ̄ / τ_decode(n) − 1: the prefill chunks riding in the decoders' steps.
+  steps carrying prefill            φ = max(1 − exp(−λ k τ̄), π / c),  each with q = π / φ prefill tokens
+  mean step                         τ̄ = (1 − φ) τ_decode(m) + φ τ_mixed(m, q)          solved for τ̄
+  TPOT, the steps a running request sees, weighted by their decoders: each arrival lengthens its
+       neighbours' steps (k chunks, Δ = τ_mixed − τ_decode each; b a step per decoder), which brings more
+       arrivals: a cluster process, branching ratio β = λ (k Δ + b (G − 1) / 2), counts dispersed by
+       D = 1 / (1 − β)². A request sees m + D decoders and chunk steps φ (m + D − 1) / m of the time.
+  TTFT = residual of the step in progress E[τ²] / 2τ̄ (open loop) + waiting for the budget (the prefill
+         tokens ahead, M/D/1, spilling into later full steps) + the prompt's k chunk steps (k − 1 full, then
+         the rest beside those who arrived in its step) + the engine's per-request cost
+  E2E = TTFT + (G − 1) TPOT;  in flight = λ E2E (Little);  goodput = λ G output tokens/s.
+TPOT's inflation is TPOT / τ_decode − 1: the prefill chunks riding in the decoders' steps.
+Checked against the simulator (roofline.serving.batching) running the same scheduler: within 3% at 0.2-0.8
+of saturation (tests/test_load.py); near saturation (0.95) the dispersion diverges and the model does not hold.
 Saturation: the budget full (closed form λ_max = Tb / ((P + G − 1) τ_full), every step Tb tokens of which
 Tb (G − 1)/(P + G − 1) decode), the running batch at max_batch, or the KV pool unable to hold λ·E2E sequences,
 whichever binds first (found numerically). Closed loop: C requests in flight, a new one as one ends (no
 residual wait); past the KV pool's sequences the rest queue and TTFT grows by (C − held) / λ.
-Left out: preemption (the simulator has it), sampling, prefix caching, the spread of the decoders' contexts
-(they are priced at the mean, P + G / 2).
+Left out: preemption (the simulator has it), sampling, prefix caching, spread prompt and output lengths
+(the means are used), the spread of the decoders' contexts (priced at the mean, P + G / 2).
 """
 from __future__ import annotations
 
@@ -83,29 +90,66 @@ class LoadModel:
             out[chunks == k] = self._prefill_attention[k]
         return out
 
-    def steps(self, rate, tau, residents=None) -> dict:
-        """The mean step the model predicts when the mean step is `tau` (the fixed point's map), and its parts.
-        residents: decoders a running request sees (default: Little's law at `rate`)."""
-        P, G, budget = self.P, self.G, self.policy.token_budget
-        n = 1 + rate * (G - 1) * tau if residents is None else residents
+    def _parts(self, n, rate, tau, companions=None) -> dict:
+        """The steps at `n` decoders when the mean step is `tau`: decode-only, carrying prefill, and a request's own
+        (its last chunk beside `companions` prefill tokens of the others; default the mean a step)."""
+        P, budget = self.P, self.policy.token_budget
         room = np.maximum(budget - n, 1.0)
         k = np.ceil(P / room)
         prefill_tokens = rate * tau * P
-        phi = -np.expm1(-rate * k * tau)
-        q = np.minimum(prefill_tokens / np.maximum(phi, 1e-300), room)
-        q = np.where(phi > 0, q, P / k)
-        decode = self.table.dense(n, n) + n * self.decode_attention
+        # Poisson chunk starts a step, but never fewer steps than the budget can carry the prefill tokens in
+        phi = np.maximum(-np.expm1(-rate * k * tau), np.minimum(prefill_tokens / room, 1.0))
+        q = np.where(phi > 0, np.minimum(prefill_tokens / np.maximum(phi, 1e-300), room), P / k)
         per_prompt = self.prefill_attention(k) / P
-        mixed = self.table.dense(n + q * k / P, n + q) + n * self.decode_attention + q * per_prompt
-        # the step that carries a request's own chunk: its chunk plus the others' prefill demand
-        own_q = np.minimum(P / k + prefill_tokens, room)
-        own = self.table.dense(n + own_q * k / P, n + own_q) + n * self.decode_attention + own_q * per_prompt
-        mean = (1 - phi) * decode + phi * mixed
-        return {"step_s": mean, "decode_step_s": decode, "mixed_step_s": mixed, "own_chunk_step_s": own,
-                "decoders": n, "chunks": k, "chunk_room": room, "prefill_share": phi,
-                "prefill_tokens_per_step": prefill_tokens, "second_moment": (1 - phi) * decode ** 2 + phi * mixed ** 2,
-                # the budget's tokens a step on average (decoders counted without the tagged request)
-                "feasible": (prefill_tokens + n - 1 <= budget * (1 + 1e-9)) & (n <= self.policy.max_batch)}
+
+        def carrying(tokens, prompts):  # tokens of prefill from `prompts` prompts beside the n decoders
+            return self.table.dense(n + prompts, n + tokens) + n * self.decode_attention + tokens * per_prompt
+
+        # a request's own prefill alone: k - 1 full chunks, then the rest beside the others' demand
+        rest = np.minimum(P - (k - 1) * room + (prefill_tokens if companions is None else companions), room)
+        return {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)),
+                "own": (k - 1) * carrying(room, 1.0) + carrying(rest, np.maximum(rest * k / P, 1.0)),
+                "full": carrying(room, np.maximum(room / P, 1.0)), "chunks": k, "room": room, "phi": phi, "q": q,
+                "prefill_tokens": prefill_tokens}
+
+    def steps(self, rate, tau) -> dict:
+        """The mean step the model predicts when the mean step is `tau` (the fixed point's map), and what a
+        running request sees."""
+        G = self.G
+        m = rate * (G - 1) * tau  # decoders a step, averaged over time (Little)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy = np.where(m > 1e-12, m / -np.expm1(-m), 1.0)  # a step has at least one: E[n | n >= 1], Poisson
+        at = self._parts(busy, rate, tau)
+        phi = at["phi"]
+        mean = (1 - phi) * at["decode"] + phi * at["mixed"]
+        # What a running request sees: steps weighted by their decoders. Each arrival lengthens the G - 1
+        # steps of the requests decoding beside it (its chunks by Δ each, its attention by b a step), which
+        # brings more arrivals: a cluster process of branching ratio β, whose counts have variance
+        # D = 1 / (1 − β)² times their mean. A request sees E[n²]/E[n] = m + D decoders, and a chunk step
+        # m + D − 1 of them (size-biased).
+        slope = self._parts(busy + 1, rate, tau)["decode"] - at["decode"]
+        branching = rate * (at["chunks"] * (at["mixed"] - at["decode"]) + slope * (G - 1) / 2)
+        dispersion = 1 / np.square(1 - np.minimum(branching, 1 - 1e-9))
+        # (never more decoders than a step holds: the batch cap, or the budget beside the prefill)
+        dispersion = np.minimum(dispersion, np.maximum(np.minimum(self.policy.max_batch, self.policy.token_budget
+                                                                  - at["prefill_tokens"]) - m, 1.0))
+        seen = self._parts(m + dispersion, rate, tau)
+        # A request arrives in a step picked by its length (E[τ²]/τ̄ long); those arriving with it share its chunk.
+        # (whole prompts, k = 1, come a Poisson number a chunk step, each adding its own share of the step;
+        # chunks of longer prompts fill the budget instead)
+        prompts = np.maximum(at["q"] / self.P, 1.0)
+        spread = np.where(at["chunks"] == 1, (at["mixed"] - at["decode"]) ** 2 / prompts, 0.0)
+        second_moment = (1 - phi) * at["decode"] ** 2 + phi * (at["mixed"] ** 2 + spread)
+        beside = self._parts(m + dispersion - 1, rate, tau, rate * second_moment / tau * self.P)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            phi_seen = np.minimum(np.where(m > 1e-12, phi * (m + dispersion - 1) / m, phi), 1.0)
+        return {"step_s": mean, "tpot_s": (1 - phi_seen) * seen["decode"] + phi_seen * seen["mixed"],
+                "decode_step_s": seen["decode"], "mixed_step_s": beside["mixed"], "own_prefill_s": beside["own"],
+                "full_step_s": beside["full"], "decoders": m + dispersion, "chunks": at["chunks"],
+                "chunk_room": at["room"], "prefill_share": phi, "prefill_tokens_per_step": at["prefill_tokens"],
+                "second_moment": second_moment,
+                "feasible": (at["prefill_tokens"] + m <= self.policy.token_budget * (1 + 1e-9))
+                & (m <= self.policy.max_batch)}
 
     def solve(self, rate) -> tuple[np.ndarray, np.ndarray]:
         """(mean step τ̄, whether a steady state exists) at each rate: τ̄ = steps(rate, τ̄), bisected in log τ̄."""
@@ -116,36 +160,50 @@ class LoadModel:
         high = np.minimum(self.policy.token_budget / (rate * per_request),
                           np.maximum(self.policy.max_batch - 1, 1e-9) / (rate * max(self.G - 1, 1e-9)))
         high = np.maximum(high, low)
-        top = self.steps(rate, high)
-        ok = (top["step_s"] <= high) & top["feasible"]
+        ok = self.steps(rate, high)["step_s"] <= high  # a root below the bound
         lo, hi = np.log(low), np.log(high)
         for _ in range(BISECTIONS):
             mid = (lo + hi) / 2
             above = self.steps(rate, np.exp(mid))["step_s"] > np.exp(mid)
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
-        return np.exp(hi), ok
+        tau = np.exp(hi)
+        return tau, ok & self.steps(rate, tau)["feasible"]
 
-    def at_rate(self, rate, closed_loop: bool = False) -> dict:
-        """Every steady-state figure at open-loop rates (requests/s); NaN where the rate saturates."""
+    def at_rate(self, rate, closed_loop: bool = False, kv_limit: bool = True) -> dict:
+        """Every steady-state figure at open-loop rates (requests/s); NaN where the rate saturates (kv_limit:
+        counting a KV pool that cannot hold λ·E2E sequences as saturation)."""
         rate = check_rate(rate)
         tau, ok = self.solve(rate)
         s = self.steps(rate, tau)
-        budget_load = np.minimum(s["prefill_tokens_per_step"] / s["chunk_room"], 1.0)
-        service = s["chunks"] * s["own_chunk_step_s"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            wait = np.where(budget_load < 1, budget_load / (2 * (1 - budget_load)) * service, np.inf)
+        service = s["own_prefill_s"]
+        wait = self.budget_wait(rate, s)
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         ttft = residual + wait + service + self.d.engine.request_overhead_s
-        e2e = ttft + (self.G - 1) * tau
+        tpot = s["tpot_s"]
+        e2e = ttft + (self.G - 1) * tpot
         in_flight = rate * e2e
-        ok = ok & (in_flight <= self.policy.kv_sequences) & np.isfinite(ttft)
+        ok = ok & ((in_flight <= self.policy.kv_sequences) | (not kv_limit)) & np.isfinite(ttft)
         nan = lambda x: np.where(ok, x, np.nan)  # noqa: E731
-        return {"rate": rate, "saturated": ~ok, "tpot_s": nan(tau), "ttft_s": nan(ttft), "e2e_s": nan(e2e),
+        return {"rate": rate, "saturated": ~ok, "tpot_s": nan(tpot), "ttft_s": nan(ttft), "e2e_s": nan(e2e),
                 "in_flight": nan(in_flight), "decoders": nan(s["decoders"]),
                 "decode_step_s": nan(s["decode_step_s"]), "mixed_step_s": nan(s["mixed_step_s"]),
-                "tpot_inflation": nan(tau / s["decode_step_s"] - 1), "prefill_share": nan(s["prefill_share"]),
+                "tpot_inflation": nan(tpot / s["decode_step_s"] - 1), "step_s": nan(tau),
+                "prefill_share": nan(s["prefill_share"]),
                 "ttft_queue_s": nan(residual + wait), "ttft_prefill_s": nan(service),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
+
+    def budget_wait(self, rate, s: dict) -> np.ndarray:
+        """Seconds a prompt waits for the budget: the prefill tokens ahead of it (M/D/1 in full steps: busy
+        a share ρ = λ (P / c) τ_full of the time, the work then ahead exponential with mean P / 2(1 − ρ))
+        push its last chunk into a later step only when they and the prompt overflow ⌈P / c⌉ steps."""
+        steps = self.P / s["chunk_room"]
+        busy = rate * steps * s["full_step_s"]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            scale = self.P / (2 * (1 - busy)) / s["chunk_room"]  # the work ahead, in full steps
+            # E⌈a + U⌉ − ⌈a⌉, less the half step the fluid queue drains within the step in progress (the
+            # scheduler hands that step its tokens when it starts)
+            later = np.exp(-(np.ceil(steps) - steps + 0.5) / scale) / -np.expm1(-1 / scale)
+            return np.where(busy < 1, busy * later * s["full_step_s"], np.inf)
 
     def budget_saturation(self) -> float:
         """The closed form: every step full, Tb tokens of which Tb (G − 1)/(P + G − 1) are decoders'."""
@@ -157,12 +215,12 @@ class LoadModel:
                 + prefill * float(self.prefill_attention(np.array([k]))[0]) / P)
         return budget / ((P + G - 1) * full)
 
-    def saturation(self) -> float:
+    def saturation(self, kv_limit: bool = True) -> float:
         """The largest rate with a steady state (requests/s): candidates between 0 and the budget's closed form."""
         low, high = 0.0, self.budget_saturation()
         for _ in range(SATURATION_ROUNDS):
             candidates = np.linspace(low, high, SATURATION_POINTS + 1)[1:]
-            ok = ~self.at_rate(candidates)["saturated"]
+            ok = ~self.at_rate(candidates, kv_limit=kv_limit)["saturated"]
             if not ok.any():
                 high = candidates[0]
                 continue
@@ -178,14 +236,14 @@ class LoadModel:
         concurrency = np.asarray(concurrency, dtype=float)
         if concurrency.size == 0 or not np.all(np.isfinite(concurrency) & (concurrency >= 1)):
             raise ValueError(f"concurrency: every value must be a finite number >= 1, got {concurrency.tolist()!r}")
-        top = self.saturation()
+        top = self.saturation(kv_limit=False)
         rates = np.geomspace(top * 1e-6, top, CURVE_POINTS)
-        curve = self.at_rate(rates, closed_loop=True)
+        curve = self.at_rate(rates, closed_loop=True, kv_limit=False)
         held_max = np.nanmax(np.where(curve["saturated"], np.nan, curve["in_flight"]))
         held = np.minimum(concurrency, min(held_max, self.policy.kv_sequences))
         valid = ~curve["saturated"]
         rate = np.interp(held, curve["in_flight"][valid], rates[valid])
-        out = self.at_rate(rate, closed_loop=True)
+        out = self.at_rate(rate, closed_loop=True, kv_limit=False)
         queued = concurrency - held
         out["ttft_queue_s"] = out["ttft_queue_s"] + queued / rate
         out["ttft_s"] = out["ttft_s"] + queued / rate

@@ -42,7 +42,9 @@ def dense_seconds(d: Deployment, sequences, tokens):
     """Ops that do not read the cache (collectives and fixed overheads included) over `tokens` flattened
     tokens from `sequences` sequences (arrays broadcast)."""
     sequences = np.maximum(np.asarray(sequences, dtype=float), 1.0)
-    rows, attention, _ = _rows(d, sequences, 1.0, np.asarray(tokens, dtype=float) / sequences)
+    queries = np.asarray(tokens, dtype=float) / sequences
+    # (the attention rows, dropped, are priced at context = queries: fewer keys than queries is no step)
+    rows, attention, _ = _rows(d, sequences, np.maximum(queries, 1.0), queries)
     return _sum(rows, ~attention)
 
 
@@ -93,7 +95,7 @@ class StepTable:
         points = np.maximum(self.grid, 1.0)
         # body: one sequence of T tokens (the head's single row taken out); head: B sequences of one token
         # (an array of sequences: the pricer's one-point path would read only the first query count)
-        rows, attention, heads = _rows(self.deployment, np.ones_like(points), 1.0, points)
+        rows, attention, heads = _rows(self.deployment, np.ones_like(points), points, points)
         body = np.broadcast_to(_sum(rows, ~attention & ~heads), points.shape).astype(float)
         head_rows, _, _ = _rows(self.deployment, points, 1.0, np.ones_like(points))
         head = np.broadcast_to(_sum(head_rows, heads), points.shape).astype(float)
