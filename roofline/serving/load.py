@@ -192,6 +192,22 @@ class LoadModel:
                 "ttft_queue_s": nan(residual + wait), "ttft_prefill_s": nan(service),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
 
+    def terms(self, rate: float) -> dict:
+        """The closed forms' named terms at one rate (requests/s, one replica), for `--explain`."""
+        rate_ = check_rate([rate])
+        tau, _ = self.solve(rate_)
+        s = self.steps(rate_, tau)
+        m = float(rate * (self.G - 1) * tau[0])
+        decoders = self.policy.token_budget * (self.G - 1) / (self.P + self.G - 1)
+        out = {name: float(np.ravel(value)[0]) for name, value in s.items() if name != "feasible"}
+        residual = out["second_moment"] / (2 * out["step_s"])
+        out.update(rate=float(rate), decoders_mean=m, residual_s=residual,
+                   budget_wait_s=float(self.budget_wait(rate_, s)[0]), request_overhead_s=self.d.engine.request_overhead_s,
+                   full_decoders=decoders, full_prefill=self.policy.token_budget - decoders,
+                   budget_saturation=self.budget_saturation(), prompt=self.P, gen=self.G,
+                   token_budget=self.policy.token_budget)
+        return out
+
     def budget_wait(self, rate, s: dict) -> np.ndarray:
         """Seconds a prompt waits for the budget: the prefill tokens ahead of it (M/D/1 in full steps: busy
         a share ρ = λ (P / c) τ_full of the time, the work then ahead exponential with mean P / 2(1 − ρ))
@@ -260,3 +276,25 @@ def kv_sequences(d: Deployment, prompt: int, gen: int, usable_bytes: float, bloc
     tokens = math.ceil((prompt + gen) / block_size) * block_size
     per_sequence = float(d.compiled.kv_cache(1.0, tokens, d.precision.kv_bytes))
     return math.floor(free / per_sequence) if free > 0 and per_sequence > 0 else 0.0
+
+
+def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, policy: Policy = Policy()) -> dict:
+    """The steady state of a deployment (its replicas share the load evenly) at open-loop rates or closed-loop
+    concurrencies, with its saturating rate and a lone request's TTFT beside it (`ttft_alone_s`)."""
+    if (rate is None) == (concurrency is None):
+        raise ValueError("rate, concurrency: give one (open loop: requests/s; closed loop: requests in flight)")
+    model = LoadModel(d, prompt, gen, policy)
+    replicas = d.replicas
+    if rate is not None:
+        out = model.at_rate(check_rate(rate) / replicas)
+        out["rate"] = out["rate"] * replicas
+    else:
+        out = model.at_concurrency(np.asarray(concurrency, dtype=float) / replicas)
+        out["rate"], out["concurrency"] = out["rate"] * replicas, out["concurrency"] * replicas
+        out["in_flight"], out["queued"] = out["in_flight"] * replicas, out["queued"] * replicas
+    for name in ("goodput_tokens_per_s", "goodput_requests_per_s"):
+        out[name] = out[name] * replicas
+    alone = model.at_rate([model.saturation() * 1e-9], closed_loop=True)
+    out.update(saturation_rate=model.saturation() * replicas, budget_saturation_rate=model.budget_saturation() * replicas,
+               ttft_alone_s=float(alone["ttft_s"][0]), tpot_alone_s=float(alone["tpot_s"][0]))
+    return out
