@@ -90,7 +90,7 @@ class LoadModel:
             out[chunks == k] = self._prefill_attention[k]
         return out
 
-    def _parts(self, n, rate, tau, companions=None) -> dict:
+    def _parts(self, n, rate, tau, companions=None, own: bool = True) -> dict:
         """The steps at `n` decoders when the mean step is `tau`: decode-only, carrying prefill, and a request's own
         (its last chunk beside `companions` prefill tokens of the others; default the mean a step)."""
         P, budget = self.P, self.policy.token_budget
@@ -105,12 +105,21 @@ class LoadModel:
         def carrying(tokens, prompts):  # tokens of prefill from `prompts` prompts beside the n decoders
             return self.table.dense(n + prompts, n + tokens) + n * self.decode_attention + tokens * per_prompt
 
-        # a request's own prefill alone: k - 1 full chunks, then the rest beside the others' demand
-        rest = np.minimum(P - (k - 1) * room + (prefill_tokens if companions is None else companions), room)
-        return {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)),
-                "own": (k - 1) * carrying(room, 1.0) + carrying(rest, np.maximum(rest * k / P, 1.0)),
-                "full": carrying(room, np.maximum(room / P, 1.0)), "chunks": k, "room": room, "phi": phi, "q": q,
-                "prefill_tokens": prefill_tokens}
+        out = {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)), "chunks": k,
+               "room": room, "phi": phi, "q": q, "prefill_tokens": prefill_tokens}
+        if own:  # a request's own prefill alone: k - 1 full chunks, then the rest beside the others' demand
+            rest = np.minimum(P - (k - 1) * room + (prefill_tokens if companions is None else companions), room)
+            out.update(own=(k - 1) * carrying(room, 1.0) + carrying(rest, np.maximum(rest * k / P, 1.0)),
+                       full=carrying(room, np.maximum(room / P, 1.0)))
+        return out
+
+    def mean_step(self, rate, tau) -> np.ndarray:
+        """The fixed point's map alone: the mean step when the mean step is `tau` (what `solve` bisects)."""
+        m = rate * (self.G - 1) * tau
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy = np.where(m > 1e-12, m / -np.expm1(-m), 1.0)
+        at = self._parts(busy, rate, tau, own=False)
+        return (1 - at["phi"]) * at["decode"] + at["phi"] * at["mixed"]
 
     def steps(self, rate, tau) -> dict:
         """The mean step the model predicts when the mean step is `tau` (the fixed point's map), and what a
@@ -127,13 +136,13 @@ class LoadModel:
         # brings more arrivals: a cluster process of branching ratio β, whose counts have variance
         # D = 1 / (1 − β)² times their mean. A request sees E[n²]/E[n] = m + D decoders, and a chunk step
         # m + D − 1 of them (size-biased).
-        slope = self._parts(busy + 1, rate, tau)["decode"] - at["decode"]
+        slope = self._parts(busy + 1, rate, tau, own=False)["decode"] - at["decode"]
         branching = rate * (at["chunks"] * (at["mixed"] - at["decode"]) + slope * (G - 1) / 2)
         dispersion = 1 / np.square(1 - np.minimum(branching, 1 - 1e-9))
         # (never more decoders than a step holds: the batch cap, or the budget beside the prefill)
         dispersion = np.minimum(dispersion, np.maximum(np.minimum(self.policy.max_batch, self.policy.token_budget
                                                                   - at["prefill_tokens"]) - m, 1.0))
-        seen = self._parts(m + dispersion, rate, tau)
+        seen = self._parts(m + dispersion, rate, tau, own=False)
         # A request arrives in a step picked by its length (E[τ²]/τ̄ long); those arriving with it share its chunk.
         # (whole prompts, k = 1, come a Poisson number a chunk step, each adding its own share of the step;
         # chunks of longer prompts fill the budget instead)
@@ -160,11 +169,11 @@ class LoadModel:
         high = np.minimum(self.policy.token_budget / (rate * per_request),
                           np.maximum(self.policy.max_batch - 1, 1e-9) / (rate * max(self.G - 1, 1e-9)))
         high = np.maximum(high, low)
-        ok = self.steps(rate, high)["step_s"] <= high  # a root below the bound
+        ok = self.mean_step(rate, high) <= high  # a root below the bound
         lo, hi = np.log(low), np.log(high)
         for _ in range(BISECTIONS):
             mid = (lo + hi) / 2
-            above = self.steps(rate, np.exp(mid))["step_s"] > np.exp(mid)
+            above = self.mean_step(rate, np.exp(mid)) > np.exp(mid)
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
         tau = np.exp(hi)
         return tau, ok & self.steps(rate, tau)["feasible"]
