@@ -31,6 +31,7 @@ import yaml
 from .calibration import Calibration
 from .precision import BITS
 from .hardware import DATA_DIR
+from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
 
 ENGINES_DIR = DATA_DIR / "engines"
 
@@ -76,6 +77,7 @@ class Engine:
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
     priors: dict = field(default_factory=dict)  # fitted parameter -> its value before any row was seen
     prior_sources: dict = field(default_factory=dict)  # fitted parameter -> where its prior comes from
+    memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
 
     def __post_init__(self):
         for name, (unit, low, high, what) in PARAMETERS.items():
@@ -133,6 +135,8 @@ class Engine:
         document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, 1.0],
                                      "pinned_by": self.pinned_by.get(f"{QUANTIZED}.{fmt}", "")}
                                for fmt, v in self.quantized_efficiency.items()}
+        if self.memory != IDEAL_MEMORY:
+            document["memory"] = self.memory.as_document()
         return document
 
 
@@ -183,7 +187,8 @@ def engine_from_document(raw, where: str) -> Engine:
         raise ValueError(f"engine {where}: prior_sources must map parameters in priors to where each prior comes from")
     return Engine(name=str(raw.get("name") or where), quantized_efficiency=quantized, pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
-                  prior_sources={str(k): str(v) for k, v in sources.items()}, **values)
+                  prior_sources={str(k): str(v) for k, v in sources.items()},
+                  memory=memory_from_document(raw.get("memory"), where), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

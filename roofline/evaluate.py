@@ -6,8 +6,10 @@ Definitions (stated in every output):
         it excludes the first token.
   E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
   throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
-Memory (per GPU) = weights + KV cache at P + G tokens + activation workspace, and the largest batch that
-fits follows in closed form. The workspace is that of one prefill chunk, as serving engines schedule it
+Memory (per GPU) = weights + KV cache at P + G tokens (in the engine's whole blocks) + activation workspace,
+and the largest batch that fits follows in closed form, on the bytes the device shows the runtime (CUDA's
+total where sourced) less a runtime reserve, of which the engine's KV rule takes its fraction (roofline.kv_memory).
+The workspace is that of one prefill chunk, as serving engines schedule it
 (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size): at most `prefill_chunk` prompt tokens at
 a time (default 8192), i.e. min(B, chunk // P) whole prompts, or one chunk-long piece of a longer
 prompt; each piece's workspace is its largest prefill op's activations. prefill_chunk=None prefills
@@ -56,18 +58,20 @@ def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUN
     chunk's workspace."""
     cm, kv = d.compiled, d.precision.kv_bytes
     weight_bytes = d.weight_bytes
-    kv_per_sequence = cm.kv_cache(1.0, prompt + gen, kv)
+    pool = d.engine.memory  # the engine's KV rule on what the device shows the runtime (roofline.kv_memory)
+    kv_per_sequence = cm.kv_cache(1.0, pool.blocks_tokens(prompt + gen), kv)  # whole blocks
     per_piece, pieces = workspace(d, prompt, prefill_chunk)
-    free = np.maximum(d.hardware.memory_bytes - weight_bytes, 0.0)
+    room, share = pool.budget(d.hardware.capacity_bytes, weight_bytes)
+    free = np.maximum(room, 0.0)
     # Below `pieces` sequences each brings its own workspace; past it the chunk's workspace is fixed.
-    few = np.floor(free / (kv_per_sequence + per_piece))
-    many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * per_piece, 0.0) / kv_per_sequence)
+    few = np.floor(free / (kv_per_sequence + share * per_piece))
+    many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * share * per_piece, 0.0) / kv_per_sequence)
     out = {"params": float(cm.params), "weight_bytes": weight_bytes, "kv_bytes_per_token": cm.kv_per_token(kv),
            "state_bytes_per_sequence": cm.state_bytes(kv),
            "kv_bytes": batch * kv_per_sequence, "workspace_bytes": np.minimum(batch, pieces) * per_piece,
            "max_batch": np.where(few < pieces, few, many)}
     out["memory_bytes"] = weight_bytes + out["kv_bytes"] + out["workspace_bytes"]
-    out["fits"] = out["memory_bytes"] <= d.hardware.memory_bytes
+    out["fits"] = out["kv_bytes"] + share * out["workspace_bytes"] <= room
     out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, kv)  # the lecture: KV at S = prompt
     out["napkin_memory_bytes"] = weight_bytes + out["napkin_kv_bytes"]
     return out

@@ -22,7 +22,7 @@ def run_json(capsys, *args) -> list[dict]:
 def test_rate_rows_are_the_librarys_steady_state_and_past_saturation_carry_no_latency(capsys):
     rows = run_json(capsys, "--rate", "2,10,1000")
     d = Deployment(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), engine=load_engine("tensorrt-llm"))
-    model = LoadModel(d, 1000, 200, Policy(8192, 256, kv_sequences(d, 1000, 200, d.hardware.memory_bytes, 16)))
+    model = LoadModel(d, 1000, 200, Policy(8192, 256, kv_sequences(d, 1000, 200)))
     expected = model.at_rate([2.0, 10.0])
     for row, ttft, tpot in zip(rows, expected["ttft_s"], expected["tpot_s"]):
         assert row["ttft_s"] == pytest.approx(ttft) and row["tpot_s"] == pytest.approx(tpot)

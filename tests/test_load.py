@@ -5,6 +5,7 @@ import pytest
 from roofline import load_hardware, load_model
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
+from roofline.evaluate import workspace
 from roofline.model import DECODE, PREFILL, QUERIES
 from roofline.serving.batching import StepCost, Workload, simulate_continuous
 from roofline.serving.load import LoadModel, Policy, kv_sequences
@@ -120,10 +121,20 @@ def test_a_thousand_point_load_curve_is_fast():
 
 def test_kv_pool_counts_whole_blocks():
     per_token = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16: 131,072 bytes
-    usable = IDEAL.weight_bytes + 320 * per_token  # room for 320 tokens
-    assert kv_sequences(IDEAL, 17, 10, usable, block_size=16) == 10  # 27 tokens -> 2 blocks of 16
-    assert kv_sequences(IDEAL, 17, 10, usable, block_size=64) == 5  # -> 1 block of 64
-    assert kv_sequences(IDEAL, 17, 10, usable, block_size=1) == 11  # 320 // 27
+    # room for 320 tokens beside the weights, the runtime's reserve and one budget's activations
+    piece, pieces = workspace(IDEAL, 17.0, 8192)  # 481 prompts of 17 tokens a budget
+    usable = IDEAL.weight_bytes + IDEAL.engine.memory.reserve_bytes + float(pieces) * float(piece) + 320 * per_token
+    assert kv_sequences(IDEAL, 17, 10, 16, usable_bytes=usable) == 10  # 27 tokens -> 2 blocks of 16
+    assert kv_sequences(IDEAL, 17, 10, 64, usable_bytes=usable) == 5  # -> 1 block of 64
+    assert kv_sequences(IDEAL, 17, 10, 1, usable_bytes=usable) == 11  # 320 // 27
+
+
+def test_tensorrt_llm_takes_nine_tenths_of_what_is_free_in_blocks_of_32():
+    pool = kv_sequences(TRT, 1000, 200)
+    piece, pieces = workspace(TRT, 1000.0, 8192)
+    free = 81559 * 2**20 - 2**30 - TRT.weight_bytes - float(piece) * float(pieces)
+    per_sequence = 1216 * 2 * 32 * 8 * 128 * 2  # 1200 tokens -> 38 blocks of 32
+    assert pool == int(0.9 * free // per_sequence)
 
 
 @pytest.mark.parametrize("call, field", [
@@ -131,7 +142,7 @@ def test_kv_pool_counts_whole_blocks():
     (lambda: LoadModel(TRT, 100, 10).at_rate([float("inf")]), "rate"),
     (lambda: LoadModel(TRT, 100, 10).at_rate([float("nan")]), "rate"),
     (lambda: Policy(token_budget=128, max_batch=256), "token_budget"),
-    (lambda: kv_sequences(TRT, 100, 10, 1e11, block_size=0), "block_size"),
+    (lambda: kv_sequences(TRT, 100, 10, block_size=0), "block_size"),
     (lambda: LoadModel(TRT, 100, 10).at_concurrency([0]), "concurrency"),
 ])
 def test_bad_load_input_is_one_line_naming_the_field(call, field):

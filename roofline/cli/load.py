@@ -18,7 +18,6 @@ from ..serving.load import Policy, at_load, kv_sequences, LoadModel
 from ..views.fmt import fmt_count, fmt_seconds
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs default (vllm/config: SchedulerConfig); TensorRT-LLM max_batch_size
-DEFAULT_BLOCK_SIZE = 16  # vLLM's KV block, tokens (CacheConfig.block_size default)
 DEFINITIONS = {
     "ttft_s": "arrival to first token under the stated load: waiting for the step in progress and for the token "
               "budget, then the prompt's prefill chunks riding in mixed steps, plus the engine's per-request cost",
@@ -39,8 +38,9 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
                              "max_num_tokens; default: the --prefill-chunk value)")
     parser.add_argument("--max-num-seqs", metavar="N", default=str(DEFAULT_MAX_NUM_SEQS),
                         help="running sequences at most (vLLM max_num_seqs; default %(default)s)")
-    parser.add_argument("--block-size", metavar="N", default=str(DEFAULT_BLOCK_SIZE),
-                        help="KV block, tokens: the pool holds whole blocks (vLLM; default %(default)s)")
+    parser.add_argument("--block-size", metavar="N", default=None,
+                        help="KV block, tokens: the pool holds whole blocks (default: the engine's; vLLM 16, "
+                             "TensorRT-LLM 32)")
     parser.add_argument("--explain", action="store_true", help="with --rate: the closed forms with their numbers")
 
 
@@ -74,11 +74,12 @@ def policy_of(args, d, prompt: int, gen: int, default_budget) -> tuple[Policy, i
     budget = _whole("--token-budget", args.token_budget if args.token_budget is not None else default_budget or 8192,
                     "e.g. --token-budget 8192")
     max_seqs = _whole("--max-num-seqs", args.max_num_seqs, "e.g. --max-num-seqs 256")
-    block = _whole("--block-size", args.block_size, "e.g. --block-size 16 (vLLM's)")
+    block = (d.engine.memory.block_tokens if args.block_size is None
+             else _whole("--block-size", args.block_size, "e.g. --block-size 16 (vLLM's)"))
     if budget <= max_seqs:
         raise ValueError(f"--token-budget: {budget} tokens cannot carry one decode batch of --max-num-seqs {max_seqs} "
                          f"plus a prefill chunk; fix: a budget above {max_seqs}, or fewer --max-num-seqs")
-    pool = kv_sequences(d, prompt, gen, d.hardware.memory_bytes, block)
+    pool = kv_sequences(d, prompt, gen, block, budget)
     if pool < 1:
         raise ValueError(f"--prompt, --gen: not one sequence of {prompt + gen} tokens fits beside the weights on "
                          f"{d.hardware.id!r}; fix: more --tp, a smaller model or shorter sequences")
@@ -155,7 +156,7 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
               + ("closed loop: C requests in flight, a new one as one ends" if closed else "open loop: Poisson arrivals"),
               f"server    continuous batching: {policy.token_budget} tokens a step (decode + prefill chunks), at most "
               f"{policy.max_batch} running, KV pool {policy.kv_sequences:g} sequences in {first['block_size']}-token "
-              f"blocks (datasheet memory less the weights)",
+              f"blocks ({d.engine.name}'s KV rule on {d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
               f"limits    saturates at {first['saturation_rate']:.4g} requests/s; a lone request's TTFT "
               f"{fmt_seconds(first['ttft_alone_s'])}"]
     footer = [f"TTFT: {DEFINITIONS['ttft_s']}.", f"TPOT: {DEFINITIONS['tpot_s']}; +chunks: its inflation over a "

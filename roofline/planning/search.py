@@ -66,7 +66,7 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
     else:  # one sequence on each GPU
         empty, one = np.array(d.memory_bytes(0.0, prompt + gen)), np.array(d.memory_bytes(float(d.ep), prompt + gen))
     per_sequence = one - empty
-    free = np.maximum(d.hardware.memory_bytes - empty, 0.0)
+    free = np.maximum(d.hardware.capacity_bytes - d.engine.memory.reserve_bytes - empty, 0.0)  # roofline.kv_memory
     out = {}
     for chunk in chunks:
         per_piece, pieces = workspace(d, prompt, chunk)

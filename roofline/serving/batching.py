@@ -289,7 +289,7 @@ def simulate(model: str | ModelConfig, hardware: str | Hardware, work: Workload,
     d = Deployment(load_model(model), load_hardware(hardware), precision, options, calibration, tp=tp,
                    engine=load_engine(engine))
     cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
-    free = d.hardware.memory_bytes - d.weight_bytes
+    free = float(d.engine.memory.kv_room(d.hardware.capacity_bytes, d.weight_bytes))  # roofline.kv_memory
     if free <= 0:
         raise ValueError(f"memory: the weights of {d.config.name!r} do not fit in {d.hardware.id!r}")
     per_token, state = cm.kv_per_token(precision.kv_bytes), cm.state_bytes(precision.kv_bytes)

@@ -85,5 +85,5 @@ def analyze_expert_parallel(model: str | ModelConfig, hardware: str | Hardware, 
         ep=ep, batch=batch, per_gpu_batch=batch // ep, experts_per_gpu=config.n_experts // ep,
         experts_touched_per_gpu=touched, expert_weight_bytes_per_gpu=float(sum(np.sum(c[1]) for c in routed)),
         alltoall_bytes=float(alltoall_bytes().xreplace(values)), comm_s=float(step.communication_s), tpot_s=tpot,
-        tokens_per_s=batch / tpot, per_gpu_memory_bytes=memory, fits=memory <= hw.memory_bytes,
+        tokens_per_s=batch / tpot, per_gpu_memory_bytes=memory, fits=memory <= hw.capacity_bytes - d.engine.memory.reserve_bytes,
         link_latency_assumed=d.link_latency_assumed)

@@ -29,11 +29,12 @@ Left out: preemption (the simulator has it), sampling, prefix caching, spread pr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ..deployment import Deployment
+from ..evaluate import workspace
 from .mixed_step import StepTable, prefill_attention_seconds
 
 BISECTIONS = 48  # halvings of log τ̄: 2^-48 of the bracket
@@ -277,14 +278,20 @@ class LoadModel:
         return out
 
 
-def kv_sequences(d: Deployment, prompt: int, gen: int, usable_bytes: float, block_size: int = 16) -> float:
-    """Sequences of P + G tokens (in whole blocks) the KV pool holds after the weights."""
-    if not (isinstance(block_size, (int, np.integer)) and block_size >= 1):
+def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = None, token_budget: int = 8192,
+                 usable_bytes: float | None = None) -> float:
+    """Sequences of P + G tokens, in whole blocks, the engine's KV pool holds on one GPU (roofline.kv_memory):
+    the bytes the device shows the runtime (or `usable_bytes`), the engine's rule, one budget's activations."""
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
+                                   or block_size < 1):
         raise ValueError(f"block_size: must be a whole number of tokens >= 1, got {block_size!r}; vLLM uses 16")
-    free = usable_bytes - d.weight_bytes
-    tokens = math.ceil((prompt + gen) / block_size) * block_size
-    per_sequence = float(d.compiled.kv_cache(1.0, tokens, d.precision.kv_bytes))
-    return math.floor(free / per_sequence) if free > 0 and per_sequence > 0 else 0.0
+    pool = d.engine.memory if block_size is None else replace(d.engine.memory, block_tokens=int(block_size))
+    piece, pieces = workspace(d, float(prompt), int(token_budget))
+    activations = float(np.ravel(piece)[0]) * float(np.minimum(pieces, 1e300))
+    room = float(pool.kv_room(d.hardware.capacity_bytes if usable_bytes is None else usable_bytes, d.weight_bytes,
+                              activations))
+    per_sequence = float(d.compiled.kv_cache(1.0, float(pool.blocks_tokens(prompt + gen)), d.precision.kv_bytes))
+    return math.floor(room / per_sequence) if room > 0 and per_sequence > 0 else 0.0
 
 
 def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, policy: Policy = Policy()) -> dict:

@@ -125,5 +125,5 @@ def analyze_pipeline(model: str | ModelConfig, hardware: str | Hardware, pp: int
         comm_s=float(one.communication_s), tpot_s=round_s, tokens_per_s=batch / round_s,
         bubble_fraction=idle_fraction(stages, microbatches, round_s), pass_s=flushed,
         pass_bubble_fraction=idle_fraction(stages, microbatches, flushed), stage_memory_bytes=memory,
-        per_gpu_memory_bytes=max(memory), fits=max(memory) <= hw.memory_bytes,
+        per_gpu_memory_bytes=max(memory), fits=max(memory) <= hw.capacity_bytes - d.engine.memory.reserve_bytes,
         link_latency_assumed=d.link_latency_assumed)
