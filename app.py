@@ -199,8 +199,10 @@ def sidebar_hardware() -> Hardware | None:
                                   help="0: no fp8 units (fp8 matmuls run at the bf16 rate)")
     peaks = {dtype: value * 1e12 for dtype, value in (("bf16", bf16), ("fp8", fp8)) if value > 0}
     try:
+        # the starting device's datasheet capacity keeps what CUDA shows of it; another number is taken as it is
+        usable = like.usable_memory_bytes if memory * 1e9 == like.memory_bytes else None
         return Hardware(id="custom", name="custom device", memory_bytes=memory * 1e9,
-                        memory_bandwidth=bandwidth * 1e12, peak_flops=peaks)
+                        memory_bandwidth=bandwidth * 1e12, peak_flops=peaks, usable_memory_bytes=usable)
     except ValueError as err:
         st.error(f"**The custom hardware is not valid.** {err}\n\n**Fix:** enter positive numbers.")
         return None
