@@ -310,7 +310,8 @@ def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, p
         out["in_flight"], out["queued"] = out["in_flight"] * replicas, out["queued"] * replicas
     for name in ("goodput_tokens_per_s", "goodput_requests_per_s"):
         out[name] = out[name] * replicas
-    alone = model.at_rate([model.saturation() * 1e-9], closed_loop=True)
-    out.update(saturation_rate=model.saturation() * replicas, budget_saturation_rate=model.budget_saturation() * replicas,
+    top = model.saturation()
+    alone = model.at_rate([top * 1e-9], closed_loop=True)
+    out.update(saturation_rate=top * replicas, budget_saturation_rate=model.budget_saturation() * replicas,
                ttft_alone_s=float(alone["ttft_s"][0]), tpot_alone_s=float(alone["tpot_s"][0]))
     return out
