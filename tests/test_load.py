@@ -148,3 +148,23 @@ def test_tensorrt_llm_takes_nine_tenths_of_what_is_free_in_blocks_of_32():
 def test_bad_load_input_is_one_line_naming_the_field(call, field):
     with pytest.raises(ValueError, match=f"^{field}:"):
         call()
+
+
+def test_on_demand_blocks_preempt_the_newest_and_every_request_still_finishes():
+    # A pool of 8 blocks of 16 tokens: 4 prompts of 20 tokens are admitted (2 blocks each); as they decode past
+    # 32 tokens each needs a third block, so the newest give theirs up and prefill again later.
+    n = 4
+    work = Workload(np.zeros(n), np.full(n, 20), np.full(n, 30))
+    cost = StepCost(IDEAL)
+    demand = simulate_continuous(work, cost, 8, capacity_tokens=8 * 16, block_size=16, chunk_tokens=512,
+                                 on_demand=True)
+    reserved = simulate_continuous(work, cost, 8, capacity_tokens=8 * 16, block_size=16, chunk_tokens=512)
+    assert any("preemptions" in note for note in demand.notes)
+    assert np.all(np.isfinite(demand.e2e_s)) and demand.output_tokens == reserved.output_tokens == 4 * 30
+    assert reserved.trace_batch.max() == 2  # 50 tokens reserve 4 blocks: two requests at a time
+    assert demand.trace_batch.max() == 4  # on demand all four start
+
+
+def test_on_demand_blocks_need_a_block_size():
+    with pytest.raises(ValueError, match="^on_demand:"):
+        simulate_continuous(Workload(np.zeros(1), np.array([5]), np.array([5])), StepCost(IDEAL), 4, on_demand=True)
