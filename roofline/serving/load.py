@@ -70,6 +70,15 @@ def check_rate(rate) -> np.ndarray:
     return rate
 
 
+def check_concurrency(concurrency, low: float = 1.0) -> np.ndarray:
+    concurrency = np.asarray(concurrency, dtype=float)
+    bad = concurrency[~(np.isfinite(concurrency) & (concurrency >= low) & (concurrency > 0))]
+    if concurrency.size == 0 or bad.size:
+        raise ValueError(f"concurrency: must be a finite number of requests in flight >= {low:g}, got "
+                         f"{bad[0] if bad.size else 'none'!r}; fix: e.g. 8")
+    return concurrency
+
+
 class LoadModel:
     """One deployment, one workload (prompt P, output G), one policy: its steady state at any load."""
 
@@ -259,9 +268,7 @@ class LoadModel:
 
     def at_concurrency(self, concurrency) -> dict:
         """Closed loop: C requests in flight; the rate is where λ·E2E(λ) = C, beyond the KV pool's the rest queue."""
-        concurrency = np.asarray(concurrency, dtype=float)
-        if concurrency.size == 0 or not np.all(np.isfinite(concurrency) & (concurrency >= 1)):
-            raise ValueError(f"concurrency: every value must be a finite number >= 1, got {concurrency.tolist()!r}")
+        concurrency = check_concurrency(concurrency, low=0.0)  # a replica's share of C may be a fraction
         top = self.saturation(kv_limit=False)
         rates = np.geomspace(top * 1e-6, top, CURVE_POINTS)
         curve = self.at_rate(rates, closed_loop=True, kv_limit=False)
@@ -305,7 +312,7 @@ def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, p
         out = model.at_rate(check_rate(rate) / replicas)
         out["rate"] = out["rate"] * replicas
     else:
-        out = model.at_concurrency(np.asarray(concurrency, dtype=float) / replicas)
+        out = model.at_concurrency(check_concurrency(concurrency) / replicas)
         out["rate"], out["concurrency"] = out["rate"] * replicas, out["concurrency"] * replicas
         out["in_flight"], out["queued"] = out["in_flight"] * replicas, out["queued"] * replicas
     for name in ("goodput_tokens_per_s", "goodput_requests_per_s"):
