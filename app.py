@@ -27,6 +27,7 @@ from roofline import (METRIC_DEFINITIONS, Analysis, Deployment, Engine, Hardware
 import validation.fit as validation_fit
 import validation.records as validation_records
 from roofline.serving import crossovers, speculation
+from roofline.serving.load import Policy, at_load, kv_sequences
 from roofline.engine import ENGINES_DIR, IDEAL, harness_profiles, read_engine_file, transfer_profile
 from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW
 from roofline.config_state import STATE_FAMILIES
@@ -223,8 +224,10 @@ def sidebar_hardware() -> Hardware | None:
                                   help="0: no fp8 units (fp8 matmuls run at the bf16 rate)")
     peaks = {dtype: value * 1e12 for dtype, value in (("bf16", bf16), ("fp8", fp8)) if value > 0}
     try:
+        # the starting device's datasheet capacity keeps what CUDA shows of it; another number is taken as it is
+        usable = like.usable_memory_bytes if memory * 1e9 == like.memory_bytes else None
         return Hardware(id="custom", name="custom device", memory_bytes=memory * 1e9,
-                        memory_bandwidth=bandwidth * 1e12, peak_flops=peaks)
+                        memory_bandwidth=bandwidth * 1e12, peak_flops=peaks, usable_memory_bytes=usable)
     except ValueError as err:
         st.error(f"**The custom hardware is not valid.** {err}\n\n**Fix:** enter positive numbers.")
         return None
@@ -496,13 +499,36 @@ def page_latency(analysis: Analysis, setup: Setup) -> None:
     label = f"{analysis.config.name} on {analysis.hardware.name}"
     st.image(figure_png("latency_throughput", {label: curve}, marks=(setup.batch,), devices={label: analysis.hardware.id},
                         title=f"TPOT vs tokens/s over batch, S={setup.prompt}+{setup.gen} (dashed: does not fit)"))
-    st.caption(f"The memory wall: B = {wall} is the largest batch whose weights, KV cache and workspace fit "
-               f"({fmt_bytes(analysis.hardware.memory_bytes)}).")
+    st.caption(f"An offline batch: its requests arrive together. The memory wall: B = {wall} is the largest batch "
+               f"whose weights, KV cache and workspace fit ({fmt_bytes(analysis.hardware.capacity_bytes)} as the "
+               "runtime sees it).")
     st.dataframe(pd.DataFrame({
         "batch": curve["batch"], "TPOT": curve["tpot_s"].map(fmt_seconds),
         "tokens/s": curve["tokens_per_s"].map(lambda v: fmt_rate(v, "tokens/s")),
         "memory": curve["memory_bytes"].map(fmt_bytes), "fits": curve["fits"].map({True: "yes", False: "no"}),
         "decode bound": curve["decode_bound"].astype(str)}), hide_index=True)
+    under_load(analysis, setup)
+
+
+def under_load(analysis: Analysis, setup: Setup) -> None:
+    """The same deployment as a continuous-batching server: C requests in flight (closed loop)."""
+    st.subheader("Under load (continuous batching)")
+    d = analysis.deployment
+    pool = kv_sequences(d, setup.prompt, setup.gen)
+    if pool < 1:
+        st.warning("Not one sequence fits beside the weights: no server to load.")
+        return
+    levels = sorted({1, 8, 32, 128, setup.batch})
+    load = at_load(d, setup.prompt, setup.gen, concurrency=levels, policy=Policy(kv_sequences=pool))
+    st.dataframe(pd.DataFrame({
+        "in flight": levels, "requests/s": [f"{r:.3g}" for r in load["rate"]],
+        "TTFT": [fmt_seconds(v) for v in load["ttft_s"]], "TPOT": [fmt_seconds(v) for v in load["tpot_s"]],
+        "TPOT +chunks": [f"{100 * v:+.0f}%" for v in load["tpot_inflation"]],
+        "queued": [f"{v:.0f}" for v in load["queued"]]}), hide_index=True)
+    st.caption(f"TTFT: arrival to first token under that load; TPOT: mean time between a running request's tokens, "
+               f"its steps carrying the others' prefill chunks (8192 tokens a step, roofline.serving.load). The KV "
+               f"pool holds {pool:g} sequences; past it requests queue. Saturates at "
+               f"{load['saturation_rate']:.3g} requests/s; a lone request's TTFT {fmt_seconds(load['ttft_alone_s'])}.")
 
 
 def page_memory(analysis: Analysis, setup: Setup) -> None:

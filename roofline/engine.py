@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 
 from .hardware import DATA_DIR, bundled_hardware
+from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
 
 ENGINES_DIR = DATA_DIR / "engines"
 MEASURED = "measured"  # `hardware:` of a harness fit on a machine without a datasheet: its measured ceilings
@@ -64,7 +65,7 @@ OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
-DOCUMENT_KEYS = ("name", "framework", "hardware", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
+DOCUMENT_KEYS = ("name", "framework", "hardware", "fit", "priors", "prior_sources", "accuracy", "harness_fit", "memory",
                  QUANTIZED)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
@@ -91,6 +92,7 @@ class Engine:
     prior_sources: dict = field(default_factory=dict)  # fitted parameter -> where its prior comes from
     hardware: str = ""  # the device it was fitted on (a bundled id, or MEASURED); "": published rows' own
     harness_fit: dict = field(default_factory=dict)  # a harness fit's record: sources, ceilings, held-out errors
+    memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.quantized_efficiency,
@@ -135,6 +137,8 @@ class Engine:
                                for fmt, v in self.quantized_efficiency.items()}
         if self.harness_fit:
             document["harness_fit"] = dict(self.harness_fit)
+        if self.memory != IDEAL_MEMORY:
+            document["memory"] = self.memory.as_document()
         return document
 
 
@@ -228,7 +232,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
     return Engine(name=str(raw.get("name") or default_name), quantized_efficiency=quantized, pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
-                  harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"), **values)
+                  harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
+                  memory=memory_from_document(raw.get("memory"), who), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

@@ -6,9 +6,11 @@ Definitions (stated in every output):
         it excludes the first token.
   E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
   throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
-Memory (per GPU) = weights + KV cache at P + G tokens + one prefill chunk's activation workspace, and the
-largest batch that fits: roofline.memory, the one memory model. TTFT still prices the whole batch's
-prefill in one step. Step times include the
+Memory (per GPU) = weights + KV cache at P + G tokens (in the engine's whole blocks) + one prefill chunk's
+activation workspace, and the largest batch that fits, on the bytes the device shows the runtime (CUDA's total
+where sourced) less a runtime reserve, of which the engine's KV rule takes its fraction: roofline.memory, the
+one memory model (roofline.kv_memory: the rule). TTFT still prices the whole batch's prefill in one step. Step
+times include the
 collectives (comm_s, prefill_comm_s). Pipeline and expert parallelism have their own results
 (roofline.serving.pipeline, roofline.serving.expert_parallel): their memory is per stage and per expert shard.
 """

@@ -32,6 +32,8 @@ class Hardware:
     interconnect_bandwidth: float | None = None  # bytes/s per direction, per GPU
     interconnect_latency: float | None = None  # s per collective hop
     sources: dict = field(default_factory=dict, compare=False)
+    # What the runtime sees (CUDA's total): more than the datasheet's decimal GB; None: not sourced, the datasheet's
+    usable_memory_bytes: float | None = None
 
     def __post_init__(self):
         for name in ("memory_bytes", "memory_bandwidth"):
@@ -44,6 +46,9 @@ class Hardware:
                 normalize_dtype(dtype, f"hardware {self.id!r} peak_flops")
             if not _positive(value):
                 raise ValueError(f"hardware {self.id!r}: peak_flops[{dtype!r}] must be positive, got {value!r}")
+        if self.usable_memory_bytes is not None and not _positive(self.usable_memory_bytes):
+            raise ValueError(f"hardware {self.id!r}: usable_memory_bytes must be a positive number of bytes, got "
+                             f"{self.usable_memory_bytes!r}")
         for name in ("interconnect_bandwidth", "interconnect_latency"):
             value = getattr(self, name)
             if value is not None and not (_positive(value) or (name == "interconnect_latency" and value == 0)):
@@ -63,6 +68,11 @@ class Hardware:
             raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen}; pass a hardware file "
                              f"with peak_flops.{seen} (or measure it: roofline validate)")
         return self.peak_flops[widest]
+
+    @property
+    def capacity_bytes(self) -> float:
+        """Bytes the runtime can use: what CUDA reports where sourced, else the datasheet's."""
+        return self.memory_bytes if self.usable_memory_bytes is None else self.usable_memory_bytes
 
 
 MAX_QUANTITY = 1e18  # bytes, bytes/s or FLOP/s in a file: beyond an exa-unit a device number is a typo
@@ -124,6 +134,10 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
         link_bw, sources["interconnect"] = _value(link["bytes_per_s"], f"hardware {hw_id!r} interconnect.bytes_per_s")
     if link.get("latency_s") is not None:
         link_lat, _ = _value(link["latency_s"], f"hardware {hw_id!r} interconnect.latency_s")
+    usable = None
+    if raw.get("usable_memory_bytes") is not None:
+        usable, sources["usable_memory_bytes"] = _value(raw["usable_memory_bytes"],
+                                                        f"hardware {hw_id!r} usable_memory_bytes")
     name = raw.get("name", hw_id)
     return Hardware(
         id=hw_id,
@@ -134,6 +148,7 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
         interconnect_bandwidth=link_bw,
         interconnect_latency=link_lat,
         sources=sources,
+        usable_memory_bytes=usable,
     )
 
 

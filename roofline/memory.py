@@ -10,6 +10,9 @@ time (default 8192), i.e. min(B, chunk // P) whole prompts, or one chunk-long pi
 piece's workspace is its largest prefill op's activations (the whole model's, on every stage: an upper
 estimate under pp). prefill_chunk=None prefills the whole batch's prompts at once. The largest batch follows
 in closed form: below `pieces` sequences each brings its own workspace, past it the chunk's is fixed.
+What fits: the bytes the device shows the runtime (Hardware.capacity_bytes: CUDA's total where sourced), less
+the runtime reserve, of which the engine's KV rule gives the pool its fraction, in whole blocks
+(roofline.kv_memory: vLLM's gpu_memory_utilization of the total, TensorRT-LLM's fraction of what is free).
 Callers: evaluate (analyze, sweep), plan's search, the pipeline and expert-parallel what-ifs, the memory wall.
 """
 from __future__ import annotations
@@ -58,25 +61,28 @@ def _held(d: Deployment, tokens) -> tuple[list, list]:
 def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUNK) -> dict:
     """Bytes one GPU holds (the fullest stage's), each stage's GPU's (the deployment's total is their sum x tp x
     ep x replicas), and the largest batch (per replica) that fits; arrays of batch, prompt and gen broadcast
-    under pp = ep = 1."""
-    cm, kv = d.compiled, d.precision.kv_bytes
-    weights, per_sequence = _held(d, prompt + gen)
+    under pp = ep = 1. The cache is counted in the engine's whole blocks, and what fits is the engine's KV rule
+    on the bytes the device shows the runtime (roofline.kv_memory)."""
+    cm, kv, pool = d.compiled, d.precision.kv_bytes, d.engine.memory
+    weights, per_sequence = _held(d, pool.blocks_tokens(prompt + gen))
     per_piece, pieces = workspace(d, prompt, prefill_chunk)
     sequences = batch / d.ep if d.ep > 1 else batch  # on one GPU
     chunk = np.minimum(sequences, pieces) * per_piece
     stages = [w + sequences * c + chunk for w, c in zip(weights, per_sequence)]
     fullest = int(np.argmax([float(np.max(s)) for s in stages])) if len(stages) > 1 else 0
-    fit = []
+    fit, fits = [], True
     for w, c in zip(weights, per_sequence):
-        free = np.maximum(d.hardware.memory_bytes - w, 0.0)
-        few = np.floor(free / (c + per_piece))
-        many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * per_piece, 0.0) / c)
+        # KV + share x workspace <= room: the engine's pool beside the activations it makes room for
+        room, share = pool.budget(d.hardware.capacity_bytes, w)
+        free = np.maximum(room, 0.0)
+        few = np.floor(free / (c + share * per_piece))
+        many = np.floor(np.maximum(free - np.minimum(pieces, 1e300) * share * per_piece, 0.0) / c)
         fit.append(np.where(few < pieces, few, many))
+        fits = fits & (sequences * c + share * chunk <= room)
     out = {"params": float(cm.params), "weight_bytes": weights[fullest], "kv_bytes_per_token": cm.kv_per_token(kv),
            "state_bytes_per_sequence": cm.state_bytes(kv), "kv_bytes": sequences * per_sequence[fullest],
            "workspace_bytes": chunk, "stage_memory_bytes": stages, "memory_bytes": stages[fullest],
-           "max_batch": np.minimum.reduce(fit) * d.ep if len(fit) > 1 else fit[0] * d.ep}
-    out["fits"] = out["memory_bytes"] <= d.hardware.memory_bytes
+           "max_batch": np.minimum.reduce(fit) * d.ep if len(fit) > 1 else fit[0] * d.ep, "fits": fits}
     out["napkin_kv_bytes"] = batch * cm.kv_cache(1.0, prompt, kv)  # the lecture: KV at S = prompt
     out["napkin_memory_bytes"] = weights[fullest] + out["napkin_kv_bytes"]
     return out

@@ -488,7 +488,8 @@ def test_the_memory_page_says_what_the_activation_workspace_assumes():
     assert any("Activations here: one 8192-token prefill chunk" in c.value for c in clean(at).caption)
     at.number_input(key="prefill_chunk").set_value(0).run()
     assert any("every prompt of the batch prefilled at once" in c.value for c in clean(at).caption)
-    assert metric(at, "max batch") == str(analyze(**DEFAULT, prefill_chunk=None).records()[0]["max_batch"]) == "52"
+    # 56 (52 before issue 23: the H100's datasheet 80e9 bytes in place of the 85.5e9 CUDA shows, less 1 GiB)
+    assert metric(at, "max batch") == str(analyze(**DEFAULT, prefill_chunk=None).records()[0]["max_batch"]) == "56"
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

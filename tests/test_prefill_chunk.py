@@ -39,7 +39,10 @@ def test_llama_3_1_8b_at_128k_reports_max_batch_from_weights_kv_and_one_chunk():
     kv = float(d.compiled.kv_cache(1.0, prompt + gen, 2.0))
     piece, pieces = workspace(d, float(prompt), 8192)
     assert pieces == 1 and float(piece) == pytest.approx(float(workspace(d, 8192.0, None)[0]))
-    assert row["max_batch"] == math.floor((80e9 - row["weight_bytes"] - float(piece)) / kv) == 3
+    # An H100 80GB shows CUDA 81,559 MiB, of which the runtime keeps 1 GiB (roofline.kv_memory; issue 23: the
+    # datasheet's 80e9 bytes undercount the device). Still three 128k sequences: a fourth needs 17.2 GB more.
+    usable = 81559 * 2**20 - 2**30
+    assert row["max_batch"] == math.floor((usable - row["weight_bytes"] - float(piece)) / kv) == 3
     assert row["workspace_bytes"] == pytest.approx(float(piece)) and row["workspace_bytes"] < 1e9  # not 11 GB
 
 

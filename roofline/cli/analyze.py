@@ -20,6 +20,7 @@ from ..config import load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
 from .engines import CALIBRATION_HELP, engine_choice
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
+from .load import add_load_arguments, run_load, under_load
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..checkpoint_format import load_shipped_precision
 from ..precision import Precision, normalize_dtype
@@ -59,11 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-beyond-window", action="store_true",
                         help="price a prompt + gen longer than the model's context window instead of refusing it")
     parser.add_argument("--json", action="store_true", help="print a JSON list, one object per batch size")
+    add_load_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Prefill, decode, memory and throughput of one model on one device at several batch sizes."""
     method = _choice("--method", args.method, METHODS)
+    if under_load(args):  # the load's rows replace the batch sizes'
+        args.batch = "1"
     config = load_model(args.model)
     overrides = _overrides(config, args)
     analysis = analyze(
@@ -75,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
         engine=engine_choice(args), allow_beyond_window=args.allow_beyond_window,
         prefill_chunk=prefill_chunk(args.prefill_chunk), **overrides)
+    if under_load(args):
+        return run_load(args, analysis, int(args.prompt), int(args.gen))
     rows = json_records(analysis, method)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -191,6 +197,8 @@ def json_records(analysis: Analysis, method: str) -> list[dict]:
             row["tokens_per_s"] = record["napkin_tokens_per_s"]
         row["tpot_definition"] = METRIC_DEFINITIONS["napkin_tpot_s" if napkin else "tpot_s"]
         row["prefill_chunk"] = analysis.prefill_chunk  # tokens per prefill step behind workspace_bytes; null: all
+        row["prefill_batch_s"] = row["ttft_s"]  # the offline batch's TTFT: every prompt of the batch prefilled together
+        row["arrival"] = "offline batch: the batch's requests arrive together (--rate / --concurrency: under load)"
         rows.append({k: plain(v) for k, v in row.items()})
     return rows
 
@@ -246,7 +254,8 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
         gap = analysis.engine_gap(int(first["batch"]), int(first["prompt_len"]))
         header.append(f"gap       {engine.name}'s decode step at batch {first['batch']} over the ideal bound: "
                       + ", ".join(f"{term} +{fmt_seconds(seconds)}" for term, seconds in gap.items()))
-    footer = [f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
+    footer = ["An offline batch: the batch's requests arrive together (--rate R or --concurrency C: a server under load).",
+              f"TTFT: {METRIC_DEFINITIONS['ttft_s']}.", f"{tpot}.",
               f"tokens/s: {rate}. E2E: {METRIC_DEFINITIONS['e2e_s']}.",
               f"decode bound: {METRIC_DEFINITIONS['decode_bound']}."]
     return "\n".join(header + [""] + lines + [""] + footer)

@@ -93,10 +93,15 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
                         help="engines to score (repeatable; default: every bundled engine with rows in the file)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, with a ±10%% band")
+    parser.add_argument("--serving", metavar="CSV", default=None,
+                        help="score serving-hopper.csv's aggregated rows (TTFT, TPOT per backend) with the first "
+                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Median and p90 of |predicted / measured - 1| per family: ideal, in-sample and leave-one-out."""
+    if args.serving:
+        return run_serving_accuracy(args)
     if args.plot:  # before any fit: a place the figure cannot go is known now, not after the computing
         writable_file("--plot", Path(args.plot))
     path = Path(args.file)
@@ -130,6 +135,27 @@ def run_accuracy(args: argparse.Namespace) -> int:
             cells = "  ".join(f"{kind} {r[kind][family]['median']:6.1%} / {r[kind][family]['p90']:6.1%}"
                               for kind in ("ideal", "in_sample", "leave_one_out"))
             print(f"  {family:20s} n={r['ideal'][family]['n']:2d}  {cells}")
+    return 0
+
+
+def run_serving_accuracy(args: argparse.Namespace) -> int:
+    from ..published_serving import predict, read_serving_rows, scores
+    path = Path(args.serving)
+    if not path.is_file():
+        raise ValueError(f"--serving: no file {str(path)!r}; fix: the path of serving-hopper.csv")
+    engine = load_engine((args.engine or ["tensorrt-llm"])[0])
+    rows, skipped = read_serving_rows(path)
+    report = scores(rows, predict(rows, engine))
+    if args.json:
+        print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": skipped, "scores": report}, indent=2))
+        return 0
+    print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({skipped} left out: model not "
+          "bundled, or a layout or format not modelled); |predicted / measured - 1|, median / p90")
+    print("  before: TTFT one request's prefill, TPOT the decode step at batch = concurrency; after: under the load")
+    for backend, r in report.items():
+        cells = "  ".join(f"{name} {r[name]['median']:6.1%} / {r[name]['p90']:6.1%}" for name in
+                          ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[name]["n"])
+        print(f"  {backend:8s} n={r['ttft_before']['n']:3d}  {cells}")
     return 0
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..deployment import Deployment
-from ..model import QUERIES
+from .mixed_step import attention_seconds, dense_seconds
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
@@ -57,23 +57,18 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
 
 
 class StepCost:
-    """Seconds of one iteration, from the Deployment's steps; cached by token counts and context buckets."""
+    """Seconds of one iteration: the mixed step (roofline.serving.mixed_step), cached by token counts and
+    context buckets."""
 
     def __init__(self, deployment: Deployment):
         self.deployment = deployment
         self.cache: dict = {}
 
-    def _op_seconds(self, batch, context, queries) -> tuple[np.ndarray, np.ndarray]:
-        """Per row of the step: its seconds, and whether it reads the cache (collectives and overheads do not)."""
-        step = self.deployment.step(QUERIES, batch, context, queries)
-        return np.array([float(np.ravel(t)[0]) for t in step.time_s]), np.array(step.reads_context)
-
     def dense(self, sequences: int, tokens: int) -> float:
         """Ops that do not read the cache, over `tokens` flattened tokens from `sequences` sequences."""
         key = ("dense", sequences, tokens)
         if key not in self.cache:
-            seconds, attention = self._op_seconds(float(sequences), 1.0, tokens / sequences)
-            self.cache[key] = float(seconds[~attention].sum())
+            self.cache[key] = float(np.ravel(dense_seconds(self.deployment, float(sequences), float(tokens)))[0])
         return self.cache[key]
 
     def attention(self, sequences: int, queries: int, context: float) -> float:
@@ -82,8 +77,8 @@ class StepCost:
             context = max(round(context / CONTEXT_BUCKET) * CONTEXT_BUCKET, 1)
         key = ("attention", sequences, queries, context)
         if key not in self.cache:
-            seconds, attention = self._op_seconds(float(sequences), float(context), float(queries))
-            self.cache[key] = float(seconds[attention].sum())
+            self.cache[key] = float(np.ravel(attention_seconds(self.deployment, float(sequences), float(queries),
+                                                               float(context)))[0])
         return self.cache[key]
 
     def iteration(self, decode_contexts, prefills=()) -> float:
@@ -178,35 +173,70 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
 
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
-                        state_tokens: float = 0.0, token_units: float = 1.0) -> Result:
+                        state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
+                        request_overhead_s: float = 0.0) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
-    simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens)."""
+    simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
+
+    on_demand (with block_size): blocks are taken as a sequence's tokens land, as vLLM's paged KV does: a
+    request is admitted when its prompt's blocks are free; when a decoder needs a block and none is free,
+    the newest running request is preempted (its blocks freed; readmitted first, it prefills its prompt
+    and tokens so far again: vLLM's recompute). Otherwise a request reserves prompt + output at admission.
+    request_overhead_s: the engine's per-request cost (tokenizing, scheduling), paid before the scheduler
+    sees the request."""
     n = len(work.arrivals)
     need = work.prompts + work.outputs
-    reserve = (np.full(n, need.max()) if block_size is None else -(-need // block_size) * block_size).astype(float)
+    if on_demand and block_size is None:
+        raise ValueError("on_demand: blocks taken on demand need a block_size; fix: block_size=16 (vLLM's)")
+    blocks = (lambda tokens: -(-tokens // block_size) * block_size) if block_size else None  # noqa: E731
+    reserve = (np.full(n, need.max()) if block_size is None else blocks(need)).astype(float)
     reserve = reserve * token_units + state_tokens
     if reserve.max() > capacity_tokens:
         raise ValueError(f"memory: a request needs {int(reserve.max())} KV tokens; only {int(capacity_tokens)} fit")
+    ready = work.arrivals + request_overhead_s  # when the scheduler sees each request
     first, done = np.zeros(n), np.zeros(n)
     prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
-    waiting, running, reserved = deque(), [], 0.0
+    target = work.prompts.astype(int).copy()  # tokens to prefill: the prompt, or prompt + tokens after a preemption
+    held, in_use = np.zeros(n), 0.0  # units each request holds in the pool, and their sum
+    waiting, running = deque(), []
     trace_s, trace_batch = [], []
-    now, arrived, completed = 0.0, 0, 0
+    now, arrived, completed, preemptions = 0.0, 0, 0, 0
     while arrived < n or waiting or running:
         if not waiting and not running:
-            now = max(now, work.arrivals[arrived])
-        while arrived < n and work.arrivals[arrived] <= now:
+            now = max(now, ready[arrived])
+        while arrived < n and ready[arrived] <= now:
             waiting.append(arrived)
             arrived += 1
-        while waiting and len(running) < max_batch and reserved + reserve[waiting[0]] <= capacity_tokens:
-            reserved += reserve[waiting[0]]
+        while waiting and len(running) < max_batch:
+            r = waiting[0]
+            cost_units = blocks(target[r]) * token_units + state_tokens if on_demand else reserve[r]
+            if in_use + cost_units > capacity_tokens:
+                break
+            held[r] = cost_units
+            in_use += cost_units
             running.append(waiting.popleft())
-        decoders = [r for r in running if prefilled[r] == work.prompts[r]]
+        decoders = [r for r in running if prefilled[r] == target[r]]
+        if on_demand:  # each decoder's next token may need a fresh block; the newest give theirs up
+            while True:
+                grow = {r: blocks(work.prompts[r] + generated[r]) * token_units + state_tokens - held[r]
+                        for r in decoders}
+                if in_use + sum(grow.values()) <= capacity_tokens or len(running) == 1:
+                    break
+                victim = running.pop()
+                in_use -= held[victim]
+                held[victim], prefilled[victim] = 0.0, 0
+                target[victim] = work.prompts[victim] + generated[victim]
+                waiting.appendleft(victim)
+                preemptions += 1
+                decoders = [r for r in decoders if r != victim]
+            for r, extra in grow.items():
+                held[r] += extra
+                in_use += extra
         budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)
         chunks = []
         for r in running:
-            if prefilled[r] < work.prompts[r] and budget > 0:
-                take = int(min(work.prompts[r] - prefilled[r], budget))
+            if prefilled[r] < target[r] and budget > 0:
+                take = int(min(target[r] - prefilled[r], budget))
                 chunks.append((r, take))
                 budget -= take
         now += cost.iteration([work.prompts[r] + generated[r] for r in decoders],
@@ -216,17 +246,24 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             generated[r] += 1
         for r, take in chunks:
             prefilled[r] += take
-            if prefilled[r] == work.prompts[r]:
-                generated[r], first[r] = 1, now
+            if prefilled[r] == target[r]:  # the prefill's last chunk yields the next token
+                generated[r] += 1
+                if generated[r] == 1:
+                    first[r] = now
         finished = [r for r in decoders + [r for r, _ in chunks] if generated[r] >= work.outputs[r]]
         for r in finished:
             done[r] = now
-            reserved -= reserve[r]
+            in_use -= held[r]
+            held[r] = 0.0
             running.remove(r)
         if finished and progress is not None:
             completed += len(finished)
             progress(completed, n)
-    return _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
+    result = _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
+    if preemptions:
+        result.notes.append(f"{preemptions} preemptions: the KV pool ran out of blocks and the newest requests "
+                            "were prefilled again")
+    return result
 
 
 def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch: int = 256,
@@ -242,7 +279,7 @@ def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch:
     if max_batch < 1:
         raise ValueError(f"max_batch: must be >= 1, got {max_batch!r}")
     cm = d.compiled  # one GPU's shard: its weights, its share of every sequence's cache
-    free = d.hardware.memory_bytes - d.weight_bytes
+    free = float(d.engine.memory.kv_room(d.hardware.capacity_bytes, d.weight_bytes))  # roofline.kv_memory
     if free <= 0:
         raise ValueError(f"memory: the weights of {d.config.name!r} do not fit in {d.hardware.id!r}")
     per_token, state = cm.kv_per_token(d.precision.kv_bytes), cm.state_bytes(d.precision.kv_bytes)

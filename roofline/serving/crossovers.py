@@ -112,8 +112,9 @@ def max_batch(d: Deployment, prompt: int = 1024, gen: int = 0,
     # The value is evaluate's (the one memory model); A_ws is the workspace at that batch.
     value = int(memory_of(d, 1.0, float(prompt), float(gen), prefill_chunk)["max_batch"])
     at = memory_of(d, float(max(value, 1)), float(prompt), float(gen), prefill_chunk)
-    given = {M: d.hardware.memory_bytes, W_bytes: float(at["weight_bytes"]), A_ws: float(at["workspace_bytes"]),
-             S: prompt + gen, b_kv: d.precision.kv_bytes}
+    # M: what one GPU shows the runtime less the runtime reserve (roofline.kv_memory), as the memory model counts it
+    given = {M: float(d.engine.memory.budget(d.hardware.capacity_bytes, 0.0)[0]), W_bytes: float(at["weight_bytes"]),
+             A_ws: float(at["workspace_bytes"]), S: prompt + gen, b_kv: d.precision.kv_bytes}
     note = f"workspace: one {prefill_chunk}-token prefill chunk" if prefill_chunk else "workspace: every prompt at once"
     return Crossover("max_batch", sp.Eq(B, sp.floor(solution)), value, {str(k): v for k, v in given.items()}, note)
 

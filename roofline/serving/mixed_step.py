@@ -1,0 +1,113 @@
+"""The mixed step of a continuous-batching engine: the running sequences' decode tokens and up to a token
+budget of prefill-chunk tokens, priced as one step by the one pricer (Deployment.step, phase 'queries').
+
+As selective batching runs it (Orca, Yu et al. OSDI 2022; vLLM's and TensorRT-LLM's in-flight batching):
+every op that does not read the cache (projections, MLP, norms, the head, and the step's collectives and
+fixed overheads) runs once over the flattened tokens of all sequences; attention runs per sequence group
+(the decoders at their context, each prefill chunk against its own prompt so far). The head computes
+logits for one token a sequence (serving engines' `logits='last'`), so the dense part depends on the
+tokens and, through the head, on the sequences.
+
+`StepTable` samples the same pricer on a grid of token counts once, for the steady-state load model
+(roofline.serving.load), which evaluates thousands of steps per load curve: each op's time is the pricer's
+at the grid's points and linear between them (the roofline is piecewise linear in the tokens).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..deployment import Deployment
+from ..model import QUERIES
+
+HEAD_GROUP = "head"  # the final norm and the LM head: one row a sequence under logits='last'
+TABLE_POINTS = 256  # grid points per table; geometric, 1 token to the budget
+
+
+def _rows(d: Deployment, sequences, context, queries) -> tuple[list, np.ndarray, np.ndarray]:
+    """The pricer's step, row by row: (seconds per row, reads the cache, belongs to the head)."""
+    step = d.step(QUERIES, sequences, context, queries)
+    heads = np.array([getattr(op, "group", "") == HEAD_GROUP for op in step.ops])
+    return step.time_s, np.array(step.reads_context), heads
+
+
+def _sum(rows: list, keep: np.ndarray):
+    chosen = [np.asarray(t, dtype=float) for t, k in zip(rows, keep) if k]
+    return sum(chosen[1:], chosen[0]) if chosen else np.float64(0.0)
+
+
+def dense_seconds(d: Deployment, sequences, tokens):
+    """Ops that do not read the cache (collectives and fixed overheads included) over `tokens` flattened
+    tokens from `sequences` sequences (arrays broadcast)."""
+    sequences = np.maximum(np.asarray(sequences, dtype=float), 1.0)
+    queries = np.asarray(tokens, dtype=float) / sequences
+    # (the attention rows, dropped, are priced at context = queries: fewer keys than queries is no step)
+    rows, attention, _ = _rows(d, sequences, np.maximum(queries, 1.0), queries)
+    return _sum(rows, ~attention)
+
+
+def attention_seconds(d: Deployment, sequences, queries, context):
+    """Cache-reading ops for `sequences` sequences of `queries` new tokens each, ending at `context` keys."""
+    rows, attention, _ = _rows(d, np.asarray(sequences, dtype=float), np.asarray(context, dtype=float),
+                               np.asarray(queries, dtype=float))
+    return _sum(rows, attention)
+
+
+def chunk_sizes(prompt: int, chunk: int) -> list[int]:
+    """How a budget of `chunk` tokens a step cuts a prompt: full chunks, then the rest."""
+    return [chunk] * (prompt // chunk) + ([prompt % chunk] if prompt % chunk else [])
+
+
+def prefill_attention_seconds(d: Deployment, prompt: int, chunk: int) -> float:
+    """A whole prompt's prefill attention, chunk by chunk, each chunk against the prompt so far."""
+    sizes = chunk_sizes(int(prompt), int(chunk))
+    ends = np.cumsum(sizes)
+    return float(sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in zip(sizes, ends)))
+
+
+def mixed_step_seconds(d: Deployment, decode_contexts, chunks=()) -> float:
+    """One step: `decode_contexts` the keys each decoder attends to; `chunks` (new tokens, context end) per
+    prefill chunk. Decode attention is priced at the decoders' mean context (it is linear in the keys)."""
+    decoding = len(decode_contexts)
+    sequences = decoding + len(chunks)
+    tokens = decoding + sum(size for size, _ in chunks)
+    seconds = float(np.ravel(dense_seconds(d, sequences, tokens))[0])
+    if decoding:
+        seconds += float(np.ravel(attention_seconds(d, decoding, 1.0, float(np.mean(decode_contexts))))[0])
+    return seconds + sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in chunks)
+
+
+@dataclass(frozen=True)
+class StepTable:
+    """The pricer's mixed-step parts sampled once on a token grid: dense body (every non-head, non-attention
+    row) by tokens, the head by sequences, one decoder's attention at a context."""
+    deployment: Deployment
+    max_tokens: float  # the grid's top: the token budget
+
+    @cached_property
+    def grid(self) -> np.ndarray:
+        return np.unique(np.concatenate(([0.0], np.geomspace(1.0, max(self.max_tokens, 2.0), TABLE_POINTS))))
+
+    @cached_property
+    def _body_and_head(self) -> tuple[np.ndarray, np.ndarray]:
+        points = np.maximum(self.grid, 1.0)
+        # body: one sequence of T tokens (the head's single row taken out); head: B sequences of one token
+        # (an array of sequences: the pricer's one-point path would read only the first query count)
+        rows, attention, heads = _rows(self.deployment, np.ones_like(points), points, points)
+        body = np.broadcast_to(_sum(rows, ~attention & ~heads), points.shape).astype(float)
+        head_rows, _, _ = _rows(self.deployment, points, 1.0, np.ones_like(points))
+        head = np.broadcast_to(_sum(head_rows, heads), points.shape).astype(float)
+        zero = self.grid == 0  # no tokens: no step. Fixed overheads ride with any token, so scale the first point
+        return np.where(zero, 0.0, body), np.where(zero, 0.0, head)
+
+    def dense(self, sequences, tokens):
+        """Seconds of the dense rows over `tokens` tokens from `sequences` sequences (linear between grid points)."""
+        body, head = self._body_and_head
+        return np.interp(tokens, self.grid, body) + np.interp(sequences, self.grid, head)
+
+    def decode_attention_per_sequence(self, context: float) -> float:
+        """One decoder's attention at `context` keys: the attention of B decoders is B times it (their
+        costs are B times one sequence's, and a roofline corner scales with them)."""
+        return float(np.ravel(attention_seconds(self.deployment, 1.0, 1.0, context))[0])
