@@ -26,7 +26,7 @@ roofs (bounds.Roofs.of), the fixed costs and the all-reduce latency; nothing her
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -104,7 +104,6 @@ class Engine:
 
     def prior(self) -> Engine:
         """This engine as it was before fitting: every fitted parameter back at its prior (for leave-one-out)."""
-        from .engine_fit import with_values  # the fit's own setter, which knows the quantized names
         return with_values(self, list(self.priors), list(self.priors.values()))
 
     def weight_bandwidth_efficiency(self, weights: str) -> float:
@@ -140,6 +139,19 @@ class Engine:
         if self.memory != IDEAL_MEMORY:
             document["memory"] = self.memory.as_document()
         return document
+
+
+def with_values(engine: Engine, names: list[str], values) -> Engine:
+    """`engine` with the named parameters set (a quantized format's share as "quantized_efficiency.FORMAT"): the
+    one setter the fit and the priors share."""
+    quantized = dict(engine.quantized_efficiency)
+    plain = {}
+    for name, value in zip(names, values):
+        if name.startswith(QUANTIZED + "."):
+            quantized[name.split(".", 1)[1]] = float(value)
+        else:
+            plain[name] = float(value)
+    return replace(engine, quantized_efficiency=quantized, **plain)
 
 
 def validate(who: str, values: dict, quantized: dict, hardware: str) -> None:

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from .engine import PARAMETERS, QUANTIZED, Engine
+from .engine import PARAMETERS, QUANTIZED, Engine, with_values
 
 LOSS = "soft_l1"
 ROBUST_SCALE = 0.10  # |log error| beyond ~10% counts linearly: a fit's rows scatter 2-5% about it (fit-engine: 2-4%)
@@ -61,17 +61,6 @@ def get(engine: Engine, name: str) -> float:
     if value is None:  # the all-reduce latency left to the hardware; the attention corner left to `corner`
         return ALLREDUCE_START_S if name == "allreduce_latency_s" else engine.corner
     return value
-
-
-def with_values(engine: Engine, names: list[str], values) -> Engine:
-    quantized = dict(engine.quantized_efficiency)
-    plain = {}
-    for name, value in zip(names, values):
-        if name.startswith(QUANTIZED + "."):
-            quantized[name.split(".", 1)[1]] = float(value)
-        else:
-            plain[name] = float(value)
-    return dataclasses.replace(engine, quantized_efficiency=quantized, **plain)
 
 
 def variable_bounds(name: str) -> tuple[float, float]:
