@@ -10,7 +10,6 @@ an impossible combination) is an `st.error` with the reason and the fix; the oth
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from roofline import calibration as calibrations
 from roofline.serving import crossovers, speculation
 from roofline.calibration import IDEAL
 from roofline.engine import ENGINES_DIR
-from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW
+from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW, config_from_json
 from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
@@ -64,11 +63,7 @@ def bundled_model(name: str) -> ModelConfig:
 def uploaded_model(content: bytes, filename: str) -> ModelConfig:
     """A Hugging Face config.json from the uploader; ValueError says what is wrong with it."""
     try:
-        raw = json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{filename}: not a JSON file ({err})") from None
-    try:
-        return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
+        return config_from_json(content, filename, name=Path(filename).stem)  # too deep a nesting included
     except ValueError as err:
         raise ValueError(f"{filename}: {err}") from None
     except (TypeError, KeyError, AttributeError, ArithmeticError) as err:  # a check the library lacks: still no traceback

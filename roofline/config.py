@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .hardware import DATA_DIR
+from .jsonfile import parse_json
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
@@ -288,8 +289,15 @@ def _load_path(text: str) -> ModelConfig:
             raise ValueError(f"model: unknown model {text!r}; fix: use a bundled name ({', '.join(bundled_models())}), "
                              f"a config.json path or a Hugging Face snapshot directory holding config.json")
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"model config {str(path)!r}: cannot read JSON ({err}); fix: pass a Hugging Face "
-                         f"config.json") from None
-    return ModelConfig.from_hf_config(raw, name=path.stem if path.parent == MODELS_DIR else text)
+        content = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"model config {str(path)!r}: cannot read it ({err.strerror}); fix: pass a readable "
+                         f"Hugging Face config.json") from None
+    return config_from_json(content, str(path), name=path.stem if path.parent == MODELS_DIR else text)
+
+
+def config_from_json(content: str | bytes, where: str, name: str) -> ModelConfig:
+    """A model from a config.json's text (a file, an upload, a hub download); any fault is one ValueError
+    naming `where`."""
+    raw = parse_json(content, f"model config {where!r}", "pass a Hugging Face config.json")
+    return ModelConfig.from_hf_config(raw, name=name)

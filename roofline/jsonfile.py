@@ -1,0 +1,36 @@
+"""JSON a user hands in (a model's config.json, a hardware file, an upload): parsed, or one ValueError.
+
+Python's json parser recurses once per nesting level, so 200,000 `[` raise RecursionError; and a
+nested file deep enough to parse can still overflow the stack in the code that walks it. No config
+or hardware file nests more than a few levels, so anything beyond MAX_DEPTH is refused by name.
+"""
+from __future__ import annotations
+
+import json
+
+MAX_DEPTH = 64  # a Hugging Face config nests 3-4 levels (text_config.rope_scaling); 64 leaves room
+
+
+def parse_json(content: str | bytes, where: str, fix: str) -> object:
+    """The parsed document; bad encoding, bad syntax or too deep a nesting is one line: where, what, fix."""
+    try:
+        text = content.decode("utf-8") if isinstance(content, bytes) else content
+        document = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{where}: cannot read JSON ({err}); fix: {fix}") from None
+    except RecursionError:  # the parser recursed once per level and ran out of stack
+        raise ValueError(f"{where}: JSON nested more than {MAX_DEPTH} levels deep; fix: {fix}") from None
+    if _deeper_than(document, MAX_DEPTH):
+        raise ValueError(f"{where}: JSON nested more than {MAX_DEPTH} levels deep; fix: {fix}")
+    return document
+
+def _deeper_than(document, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` levels (walked without recursion)."""
+    stack = [(document, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return False
