@@ -17,7 +17,9 @@ SCALE_BYTES = 2  # one bf16/fp16 scale per group (GPTQ, AWQ, block-fp8 store fp1
 # GPTQ/AWQ groups; 8-bit formats default to per-channel scales (negligible). GGUF's q4_0 and q8_0 are
 # blocks of 32 weights with one fp16 scale: 4.5 and 8.5 bits a weight (llama.cpp's ggml-common.h).
 DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32}
-SCALE_BYTES_OF = {"mxfp4": 1}  # formats whose group scale is not SCALE_BYTES wide
+SCALE_BYTES_OF = {"mxfp4": 1}
+GROUPED_FORMATS = tuple(DEFAULT_GROUP)  # stored in groups with a scale: weights only, dequantized before the matmul
+ACTIVATION_DTYPES = tuple(d for d in BITS if d not in GROUPED_FORMATS)  # formats whose group scale is not SCALE_BYTES wide
 # Checkpoints mix formats: gpt-oss ships its routed experts in MXFP4 and attention, router, embeddings and head
 # in bf16 (its config's quantization_config.modules_to_not_convert); Kimi-K2-Thinking ships INT4 experts.
 # `experts` names the routed experts' format (b_e bytes an element); every other weight is `weights` (b_w).
@@ -56,6 +58,10 @@ class Precision:
     def __post_init__(self):
         for field in ("weights", "activations", "kv"):
             object.__setattr__(self, field, normalize_dtype(getattr(self, field), field))
+        if self.activations in GROUPED_FORMATS:
+            raise ValueError(f"activations: {self.activations} is a group-quantized weight format, not a dtype a "
+                             f"matmul's inputs are computed in; fix: use one of {', '.join(ACTIVATION_DTYPES)} "
+                             f"(W4A16 is weights int4, activations bf16)")
         if self.experts is not None:
             object.__setattr__(self, "experts", normalize_dtype(self.experts, "experts"))
         for field in ("weight_group_size", "kv_group_size", "expert_group_size"):

@@ -21,7 +21,7 @@ from ..config import load_model
 from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
-from ..precision import Precision, normalize_dtype
+from ..precision import ACTIVATION_DTYPES, GROUPED_FORMATS, Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="headline TPOT: roofline or napkin (default %(default)s)")
     parser.add_argument("--attention", metavar="{flash,eager}", default="flash",
                         help=f"{' or '.join(ATTENTION_IMPLS)} (default %(default)s)")
-    parser.add_argument("--mla-form", metavar="{absorbed,naive,expanded}", default="absorbed",
-                        help=f"MLA decode form: {', '.join(MLA_FORMS)}")
+    parser.add_argument("--mla-form", metavar="{absorbed,naive,expanded}", default=None,
+                        help=f"MLA models only: decode form, {', '.join(MLA_FORMS)} (default {MLA_FORMS[0]})")
     parser.add_argument("--cla", metavar="N", default=None,
                         help="what-if: one KV cache shared by N layers (cross-layer attention)")
     parser.add_argument("--calibration", metavar="FILE|default", default=None,
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
         precision=precision_of(args),
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
-                        mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
+                        mla_form=_mla_form(config, args.mla_form)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
         engine=args.engine, allow_beyond_window=args.allow_beyond_window,
         prefill_chunk=prefill_chunk(args.prefill_chunk), **kwargs, **overrides)
@@ -105,7 +105,11 @@ def experts_of(args) -> str | None:
 
 
 def precision_of(args) -> Precision:
-    return Precision(weights=normalize_dtype(args.weights, "--weights"), activations=normalize_dtype(args.act, "--act"),
+    activations = normalize_dtype(args.act, "--act")
+    if activations in GROUPED_FORMATS:
+        raise ValueError(f"--act: {activations} is a group-quantized weight format, not a dtype activations are "
+                         f"computed in; fix: --act one of {', '.join(ACTIVATION_DTYPES)} (W4A16: --weights int4 --act bf16)")
+    return Precision(weights=normalize_dtype(args.weights, "--weights"), activations=activations,
                      kv=normalize_dtype(args.kv, "--kv"), experts=experts_of(args))
 
 
@@ -138,6 +142,16 @@ def parse_batches(text: str) -> list[int]:
     except ValueError:
         raise ValueError(f"--batch: expected comma-separated positive whole numbers (e.g. 1,64,256), "
                          f"got {str(text)!r}") from None
+
+
+def _mla_form(config, text: str | None) -> str:
+    """--mla-form on a model without MLA would change nothing, silently; refuse it instead."""
+    if text is None:
+        return MLA_FORMS[0]
+    if not config.is_mla:
+        raise ValueError(f"--mla-form: model {config.name!r} has no multi-head latent attention (kv_lora_rank 0), so "
+                         f"the form changes nothing; fix: drop --mla-form, or pick an MLA model (deepseek-v3)")
+    return _choice("--mla-form", text, MLA_FORMS)
 
 
 def _choice(flag: str, value: str, allowed: tuple) -> str:
