@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +18,7 @@ import pandas as pd
 from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..planning.workload import MAX_RATE
 from ..views.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
 from .analyze import add_experts, experts_of
@@ -190,8 +193,25 @@ def _slo(args: argparse.Namespace) -> dict | None:
                 out[name] = float(given[key])
             except ValueError:
                 out[name] = -1.0
-            if not out[name] > 0:
-                raise ValueError(f"--{key}: expected a positive number, got {given[key]!r}")
+            most = MAX_RATE if key == "rate" else math.inf
+            if not (0 < out[name] <= most and math.isfinite(out[name])):
+                raise ValueError(f"--{key}: expected a finite positive number"
+                                 f"{f' up to {most:g}' if key == 'rate' else ''}, got {given[key]!r}")
+    return out
+
+
+def writable_directory(text: str) -> Path:
+    """--out, created if missing and proven writable by a probe file, or one line saying why not."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: {text!r} exists and is not a directory; fix: name a directory (e.g. --out reports)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        raise ValueError(f"--out: cannot write in {text!r} ({err.strerror}); fix: name a directory you can write, "
+                         f"e.g. --out reports") from None
     return out
 
 
@@ -204,18 +224,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"format: unknown {', '.join(unknown)}; use md, html or md,html")
     batch = _whole_numbers(args.batch, "batch")
     prompt, gen = _one_number(args.prompt, "prompt"), _one_number(args.gen, "gen")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {str(out)!r} exists and is not a directory")
+    slo, experts = _slo(args), experts_of(args)
+    out = writable_directory(args.out)  # after every flag is read, before the minutes of computing
     for path in [args.calibration] + (args.measurements or []):
         if path and not Path(path).is_file():
             raise ValueError(f"no such file {path!r}")
     validation = find_validation(hardware, args.calibration, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
-                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args),
-                        experts=experts_of(args))
+                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=slo,
+                        experts=experts)
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in study.figures.items():
         (out / name).write_bytes(data)
