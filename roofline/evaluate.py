@@ -5,7 +5,8 @@ Definitions (stated in every output):
   TPOT  one decode step of the whole batch with P tokens already cached (S = P + 1 keys);
         it excludes the first token.
   E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
-  throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
+  throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth,
+        MoE weights counting min(B·top_k, E) of each layer's E routed experts (those B tokens can read).
 Memory (per GPU) = weights + KV cache at P + G tokens + activation workspace, and the largest batch that
 fits follows in closed form. The workspace is that of one prefill chunk, as serving engines schedule it
 (vLLM's max_num_batched_tokens, SGLang's chunked_prefill_size): at most `prefill_chunk` prompt tokens at
@@ -73,6 +74,16 @@ def memory(d: Deployment, batch, prompt, gen, prefill_chunk=DEFAULT_PREFILL_CHUN
     return out
 
 
+def unread_expert_bytes(d: Deployment, batch):
+    """Routed-expert bytes a decode step leaves unread, napkin-style: B tokens pick top_k experts each, so at
+    most min(B·k, E) of a layer's E experts are read (the roofline counts the expected distinct experts)."""
+    config = d.config
+    if not config.n_experts:
+        return 0.0
+    read_share = np.minimum(batch * config.top_k, config.n_experts) / config.n_experts
+    return d.compiled.routed_params * d.precision.expert_bytes * (1.0 - read_share)
+
+
 def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool = True,
              parallel_columns: bool | None = None, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK
              ) -> dict[str, np.ndarray]:
@@ -93,7 +104,7 @@ def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool 
            "decode_bytes": total(sum(op[1:]) for op in decode.components),
            "tpot_s": decode.total_s, "decode_no_overlap_s": decode.no_overlap_s, "decode_bound": decode.bound,
            "decode_bound_s": decode.bound_s}
-    out["napkin_tpot_s"] = out["napkin_memory_bytes"] / d.hardware.memory_bandwidth
+    out["napkin_tpot_s"] = (out["napkin_memory_bytes"] - unread_expert_bytes(d, batch)) / d.hardware.memory_bandwidth
     out["tokens_per_s"] = d.replicas * batch / out["tpot_s"]
     out["napkin_tokens_per_s"] = d.replicas * batch / out["napkin_tpot_s"]
     out["decode_intensity"] = out["decode_flops"] / out["decode_bytes"]

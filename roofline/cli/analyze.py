@@ -17,7 +17,7 @@ import json
 import math
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
-from ..config import load_model
+from ..config import CHUNKED, WINDOW, load_model
 from ..evaluate import DEFAULT_PREFILL_CHUNK
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
@@ -246,10 +246,12 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"calibration {_calibration_text(cal)}" if engine.is_ideal else f"engine    {_engine_text(engine)}",
         f"memory    weights + KV at prompt + gen + the activation workspace of {_chunk_text(analysis.prefill_chunk)}",
-    ] + _size_lines(first)
+    ] + _size_lines(first, _kv_text(analysis, first))
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
     if method == "napkin":
         tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
+    else:
+        tpot += f". napkin TPOT: {METRIC_DEFINITIONS['napkin_tpot_s']}"
     replicas = first["replicas"]
     rate = f"batch x {replicas} replicas / TPOT (every replica)" if replicas > 1 else "batch / TPOT"
     if not engine.is_ideal:
@@ -277,9 +279,25 @@ def _chunk_text(chunk) -> str:
     return f"one {chunk}-token prefill chunk (--prefill-chunk)"
 
 
-def _size_lines(first: dict) -> list[str]:
+def _kv_text(analysis: Analysis, first: dict) -> str:
+    """The KV cache's size. With window or chunked layers a per-token figure would count them as global, so it
+    is given at the stated context, then per token past the longest window (global layers only)."""
+    config = analysis.config
+    if WINDOW not in config.layer_attention and CHUNKED not in config.layer_attention:
+        return f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
+    cache, kv_bytes = analysis.deployment.compiled.kv_cache, analysis.deployment.precision.kv_bytes
+    held = max(config.window, config.chunk)  # tokens a window or chunked layer keeps at most
+    context = int(first["prompt_len"] + first["gen_len"])
+    state = first.get("state_bytes_per_sequence", 0)
+    at_context = float(cache(1.0, float(context), kv_bytes)) - state
+    growth = float(cache(1.0, held + 1.0, kv_bytes) - cache(1.0, float(held), kv_bytes))
+    kinds = " and ".join(k for k in (WINDOW, CHUNKED) if k in config.layer_attention)
+    return (f"KV cache {fmt_bytes(at_context)} per sequence at prompt + gen ({context} tokens; {kinds} layers keep "
+            f"at most {held}), then {fmt_bytes(growth)} per token (global layers)")
+
+
+def _size_lines(first: dict, kv: str) -> list[str]:
     """Sizes labelled by scope: one GPU and the whole deployment whenever they differ."""
-    kv = f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
     if first.get("state_bytes_per_sequence", 0) > 0:  # SSM / linear-attention layers: flat in the context
         kv += f" + constant state {fmt_bytes(first['state_bytes_per_sequence'])} per sequence"
     if first["gpus"] == 1:
