@@ -16,7 +16,7 @@ import sympy as sp
 from ..plan import Targets, Workload, load_prices, plan, verdict
 from ..precision import normalize_dtype
 from ..planning.workload import MAX_RATE, parse_lengths
-from ..views.fmt import fmt_count, fmt_seconds, plural
+from ..views.fmt import fmt_count, fmt_number, fmt_seconds, plural
 from .analyze import add_experts, experts_of, prefill_chunk
 
 SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
@@ -46,7 +46,7 @@ def _positive(text, flag: str, kind=float, most: float = math.inf):
         value = -1
     if not (value > 0 and math.isfinite(value) and value <= most):
         limit = "" if most == math.inf else f" up to {most:g}"
-        raise ValueError(f"{flag}: expected a finite positive {'whole ' if kind is int else ''}number{limit}, "
+        raise ValueError(f"{flag}: expected a positive {'whole ' if kind is int else ''}number{limit}, "
                          f"got {text!r}; fix: give e.g. {flag} {'4' if kind is int else '0.5'}")
     return value
 
@@ -137,9 +137,9 @@ def explain_lines(found) -> list[str]:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
         lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: runs at batch "
                   f"{int(row['batch'])} ({row['binding']} binds)",
-                  f"    largest batch within TPOT  {_equation(batch.expression)} = {batch.value:g}",
+                  f"    largest batch within TPOT  {_equation(batch.expression)} = {fmt_number(batch.value, 6)}",
                   f"      with {given}" + (f"; {batch.note}" if batch.note else ""),
-                  f"    TP break-even             {_equation(tp.expression)} = {tp.value:.3g}",
+                  f"    TP break-even             {_equation(tp.expression)} = {fmt_number(tp.value)}",
                   f"      (past it a split saves more memory time than its all-reduces cost; {tp.note})"]
     return lines
 

@@ -7,6 +7,7 @@ the plot PNGs. Two runs with the same inputs give the same files apart from the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import math
 import sys
@@ -195,24 +196,33 @@ def _slo(args: argparse.Namespace) -> dict | None:
                 out[name] = -1.0
             most = MAX_RATE if key == "rate" else math.inf
             if not (0 < out[name] <= most and math.isfinite(out[name])):
-                raise ValueError(f"--{key}: expected a finite positive number"
-                                 f"{f' up to {most:g}' if key == 'rate' else ''}, got {given[key]!r}")
+                raise ValueError(f"--{key}: expected a positive number{f' up to {most:g}' if key == 'rate' else ''}, "
+                                 f"got {given[key]!r}; fix: give e.g. --{key} {'10' if key == 'rate' else '0.5'}")
     return out
 
 
-def writable_directory(text: str) -> Path:
-    """--out, created if missing and proven writable by a probe file, or one line saying why not."""
+def writable_directory(text: str) -> tuple[Path, list[Path]]:
+    """--out, created if missing and proven writable by a probe file, or one line saying why not; with the
+    directories it created (removed again if the report then fails)."""
     out = Path(text)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out: {text!r} exists and is not a directory; fix: name a directory (e.g. --out reports)")
+    created = [p for p in (out, *out.parents) if not p.exists()][::-1]
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out):
             pass
     except OSError as err:
+        _remove(created)
         raise ValueError(f"--out: cannot write in {text!r} ({err.strerror}); fix: name a directory you can write, "
                          f"e.g. --out reports") from None
-    return out
+    return out, created
+
+
+def _remove(created: list[Path]) -> None:
+    for directory in reversed(created):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -225,7 +235,15 @@ def run(args: argparse.Namespace) -> int:
     batch = _whole_numbers(args.batch, "batch")
     prompt, gen = _one_number(args.prompt, "prompt"), _one_number(args.gen, "gen")
     slo, experts = _slo(args), experts_of(args)
-    out = writable_directory(args.out)  # after every flag is read, before the minutes of computing
+    out, created = writable_directory(args.out)  # after every flag is read, before the minutes of computing
+    try:
+        return _write_report(args, out, hardware, formats, batch, prompt, gen, slo, experts)
+    except BaseException:
+        _remove(created)  # a report refused on its inputs leaves no empty directory behind
+        raise
+
+
+def _write_report(args, out: Path, hardware, formats, batch, prompt, gen, slo, experts) -> int:
     for path in [args.calibration] + (args.measurements or []):
         if path and not Path(path).is_file():
             raise ValueError(f"no such file {path!r}")

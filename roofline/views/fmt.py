@@ -97,6 +97,13 @@ def fmt_seconds(s: float) -> str:
     return f"{sign}{_sig_text(x / factor, 3)} {unit}"
 
 
+def fmt_number(value: float, digits: int = 3) -> str:
+    """A plain number (a ratio, a closed form's value) to `digits` significant figures: 0.0493 -> '0.0493';
+    NaN and None read 'n/a'."""
+    special = _special(value)
+    return special if special else f"{float(value):.{digits}g}"
+
+
 def plural(n: int, noun: str) -> str:
     """'1 candidate', '3 candidates' (nouns that take an s)."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
