@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from .hardware import DATA_DIR
+from .hub import config_path, is_hub_id
 from .jsonfile import parse_json
 
 MODELS_DIR = DATA_DIR / "models"
@@ -261,8 +262,8 @@ def bundled_models() -> list[str]:
 
 
 def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
-    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, or a
-    Hugging Face snapshot directory holding one."""
+    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, a
+    Hugging Face snapshot directory holding one, or a Hugging Face id ('Qwen/Qwen3-8B', fetched: roofline.hub)."""
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)
@@ -285,9 +286,11 @@ def _load_path(text: str) -> ModelConfig:
         path = path / "config.json"
     elif not path.is_file():
         path = MODELS_DIR / f"{text}.json"
+        if not path.is_file() and is_hub_id(text):  # 'Qwen/Qwen3-8B': the hub's config.json, cached
+            return config_from_json(config_path(text).read_bytes(), text, name=text)
         if not path.is_file():
             raise ValueError(f"model: unknown model {text!r}; fix: use a bundled name ({', '.join(bundled_models())}), "
-                             f"a config.json path or a Hugging Face snapshot directory holding config.json")
+                             f"a Hugging Face id (owner/name), a config.json path or a snapshot directory holding one")
     try:
         content = path.read_bytes()
     except OSError as err:
