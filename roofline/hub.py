@@ -8,6 +8,8 @@ Environment variables are read at each call, not when huggingface_hub was first 
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 from functools import lru_cache
@@ -34,16 +36,17 @@ def config_path(repo_id: str) -> Path:
 def _config_path(repo_id: str, *settings) -> Path:
     fix_offline = ("run once with the network (HF_HUB_OFFLINE unset) to cache it, or pass a config.json path")
     try:
-        import huggingface_hub
-        from huggingface_hub import errors
+        # hf_hub_download named here: huggingface_hub imports lazily and sets its loggers' level on that import
+        from huggingface_hub import errors, hf_hub_download
     except ImportError:
         raise ValueError(f"model {repo_id!r}: a Hugging Face id needs huggingface_hub; fix: pip install "
                          f"'roofline[hub]', or pass a config.json path") from None
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE
     try:
-        return Path(huggingface_hub.hf_hub_download(
-            repo_id, "config.json", endpoint=os.environ.get("HF_ENDPOINT") or None, cache_dir=_cache_dir(),
-            token=os.environ.get("HF_TOKEN") or None, local_files_only=offline))
+        with _quiet(logging.getLogger("huggingface_hub")):  # its retry warnings would break the one-line answer
+            return Path(hf_hub_download(
+                repo_id, "config.json", endpoint=os.environ.get("HF_ENDPOINT") or None, cache_dir=_cache_dir(),
+                token=os.environ.get("HF_TOKEN") or None, local_files_only=offline))
     except errors.GatedRepoError:
         raise ValueError(f"model {repo_id!r}: the repository is gated; fix: accept its terms on its hub page, then "
                          f"set HF_TOKEN to a token of that account") from None
@@ -65,6 +68,17 @@ def _config_path(repo_id: str, *settings) -> Path:
         reason = " ".join(str(err).split())  # one line
         raise ValueError(f"model {repo_id!r}: cannot fetch its config.json ({reason}); fix: check the id and that "
                          f"the cache (HF_HOME) is writable, or pass a config.json path") from None
+
+
+@contextlib.contextmanager
+def _quiet(logger: logging.Logger):
+    """Errors only from `logger` for the duration (its level restored after)."""
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _cache_dir() -> str | None:
