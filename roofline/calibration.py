@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from .hardware import DATA_DIR
+from .jsonfile import one_line
 
 CALIBRATION_DIR = DATA_DIR / "calibration"
 DEFAULT = "default"
@@ -116,8 +117,9 @@ def calibration_from_dict(raw, where: str) -> Calibration:
 def read_calibration_file(path: Path) -> dict:
     try:
         raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"calibration file {str(path)!r}: cannot read YAML ({err})") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ValueError(f"calibration file {str(path)!r}: cannot read YAML ({one_line(err)}); fix: pass a file "
+                         f"written by `roofline fit`") from None
     if not isinstance(raw, dict):
         raise ValueError(f"calibration file {str(path)!r}: expected a mapping of fields")
     return raw
@@ -170,4 +172,8 @@ def load_calibration(name_or_path: str | Calibration | None) -> Calibration:
         if not path.is_file():
             known = ", ".join(sorted(committed_calibrations()) + ["default", "ideal"])
             raise ValueError(f"calibration: unknown calibration {text!r}; committed: {known}, or pass a YAML path")
-    return calibration_from_dict(read_calibration_file(path), path.stem)
+    try:
+        return calibration_from_dict(read_calibration_file(path), path.stem)
+    except ValueError as err:
+        message = str(err)
+        raise ValueError(message if str(path) in message else f"calibration file {str(path)!r}: {message}") from None

@@ -34,3 +34,8 @@ def _deeper_than(document, limit: int) -> bool:
                 return True
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
     return False
+
+
+def one_line(err: Exception) -> str:
+    """A parser's message (YAML's spans several lines, with a caret) as one line."""
+    return " ".join(str(err).split())
