@@ -15,10 +15,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from .hardware import DATA_DIR
-from .jsonfile import one_line
+from .userfile import parse_yaml
 
 CALIBRATION_DIR = DATA_DIR / "calibration"
 DEFAULT = "default"
@@ -116,10 +114,11 @@ def calibration_from_dict(raw, where: str) -> Calibration:
 
 def read_calibration_file(path: Path) -> dict:
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ValueError(f"calibration file {str(path)!r}: cannot read YAML ({one_line(err)}); fix: pass a file "
-                         f"written by `roofline fit`") from None
+        content = Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"calibration file {str(path)!r}: cannot read it ({err.strerror}); fix: pass a readable "
+                         f"file written by `roofline fit`") from None
+    raw = parse_yaml(content, f"calibration file {str(path)!r}", "pass a file written by `roofline fit`")
     if not isinstance(raw, dict):
         raise ValueError(f"calibration file {str(path)!r}: expected a mapping of fields")
     return raw

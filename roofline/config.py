@@ -18,7 +18,7 @@ import numpy as np
 
 from .hardware import DATA_DIR
 from .hub import config_path, is_hub_id
-from .jsonfile import parse_json
+from .userfile import parse_json
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",

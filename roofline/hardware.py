@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .jsonfile import parse_json
+from .userfile import parse_json
 from .precision import normalize_dtype
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
@@ -110,9 +111,28 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
             raise ValueError(f"measurements {str(path)!r}: missing columns {', '.join(missing)}")
         if "status" in frame.columns:
             frame = frame[frame["status"] == "ok"]
+        _check_numbers(frame, path)
         optional = frame.reindex(columns=list(MEASURED_OPTIONAL_DIMS)).fillna(0)  # none, or a file from before them
         frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna().join(optional))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
+
+
+def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
+    """Dimensions whole and positive, times finite and positive, in every measured row; else the cell, named."""
+    for column in (*MEASURED_DIMS, "batch", "context", "time_s", *MEASURED_OPTIONAL_DIMS):
+        if column not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        whole = column != "time_s"
+        optional = column in MEASURED_OPTIONAL_DIMS
+        bad = ~(values.isna() & optional) & ~((values > 0) | ((values == 0) & optional)) | ~np.isfinite(values.fillna(0))
+        if whole:
+            bad |= values.notna() & (values != values.round())
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"measurements {str(path)!r}, column {column!r}, row {frame.index[row] + 2}: expected a "
+                             f"{'whole ' if whole else ''}positive number, got {frame[column].iloc[row]!r}; fix: "
+                             f"re-run `roofline validate` or correct the cell")
 
 
 def _sources(document: dict) -> list[Path]:

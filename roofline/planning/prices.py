@@ -4,10 +4,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import yaml
-
 from ..hardware import DATA_DIR
-from ..jsonfile import one_line
+from ..userfile import parse_yaml
 
 PRICES = DATA_DIR / "prices.yaml"
 
@@ -15,10 +13,12 @@ PRICES = DATA_DIR / "prices.yaml"
 def load_prices(path: str | Path | None = None) -> dict[str, float]:
     path = Path(path) if path else PRICES
     try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ValueError(f"prices {str(path)!r}: cannot read YAML ({one_line(err)}); fix: write it as hardware id -> "
-                         f"{{usd_per_gpu_hour: ..., source: ...}} (data/prices.yaml)") from None
+        content = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"prices {str(path)!r}: cannot read it ({err.strerror}); fix: pass a readable price sheet "
+                         f"(data/prices.yaml)") from None
+    raw = parse_yaml(content, f"prices {str(path)!r}", "write it as hardware id -> {usd_per_gpu_hour: ..., source: "
+                     "...} (data/prices.yaml)")
     if not isinstance(raw, dict):
         raise ValueError(f"prices {str(path)!r}: expected hardware id -> {{usd_per_gpu_hour: ...}}")
     out = {}
