@@ -20,7 +20,7 @@ def parse_json(content: str | bytes, where: str, fix: str) -> object:
         text = content.decode("utf-8") if isinstance(content, bytes) else content
         document = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{where}: cannot read JSON ({err}); fix: {fix}") from None
+        raise ValueError(f"{where}: cannot read JSON, not a JSON file ({one_line(err)}); fix: {fix}") from None
     except RecursionError:  # the parser recursed once per level and ran out of stack
         raise ValueError(f"{where}: JSON nested more than {MAX_DEPTH} levels deep; fix: {fix}") from None
     if _deeper_than(document, MAX_DEPTH):

@@ -21,6 +21,7 @@ from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, r
 from ..hardware import DATA_DIR, Hardware, load_hardware
 from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from ..planning.workload import MAX_RATE
+from ..userfile import one_line
 from ..views.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
 from .analyze import add_experts, experts_of
@@ -105,7 +106,8 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
         try:
             frame = pd.read_csv(path)
         except (OSError, ValueError) as err:
-            raise ValueError(f"measurements {str(path)!r}: cannot read CSV ({err})") from None
+            raise ValueError(f"measurements {str(path)!r}: cannot read CSV ({one_line(err)}); fix: pass a CSV "
+                             f"written by `roofline validate`") from None
         missing = [c for c in MEASUREMENT_COLUMNS if c not in frame.columns]
         if missing:
             raise ValueError(f"measurements {str(path)!r}: missing columns {', '.join(missing)}")

@@ -19,7 +19,7 @@ from ..config import check_context, load_model
 from ..hardware import load_hardware
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
-from ..views.fmt import fmt_bytes, fmt_seconds
+from ..views.fmt import fmt_bytes, fmt_number, fmt_seconds
 from ..views.report_whatifs import MTP_COST, draft_model
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 
@@ -179,7 +179,7 @@ def run_crossovers(args: argparse.Namespace) -> int:
     for key, c in found.items():
         record[key] = c.value
         record[f"{key}_expression"] = _equation(c.expression)
-        lines.append(f"{key:32s} {c.value:>12.6g}   {_equation(c.expression)}" + (f"   ({c.note})" if c.note else ""))
+        lines.append(f"{key:32s} {fmt_number(c.value, 6):>12}   {_equation(c.expression)}" + (f"   ({c.note})" if c.note else ""))
     return _emit(args, record, lines)
 
 
