@@ -61,9 +61,9 @@ class Hardware:
             return self.peak_flops["bf16"]
         listed = ", ".join(sorted(self.peak_flops)) or "none"
         # unknown peaks stay missing (data/HARDWARE.md): never guessed
-        raise ValueError(f"hardware {self.id!r}: peak_flops has no {seen} or wider entry for {seen} matmuls "
-                         f"(listed: {listed}); fix: add peak_flops.{seen} (dense FLOP/s) to the hardware file, "
-                         f"or measure it (roofline validate)")
+        raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen} matmuls, nor a wider unit's "
+                         f"(peak_flops lists: {listed}; a narrower unit's peak would be optimistic); fix: add "
+                         f"peak_flops.{seen} (dense FLOP/s) to the hardware file, or measure it (roofline validate)")
 
     @property
     def ridge_intensity(self) -> float:

@@ -47,7 +47,7 @@ def test_an_fp8_only_device_refuses_bf16_matmuls_instead_of_pricing_them_at_the_
     fp8_only = hardware_from_dict("fp8-only", {"memory_bytes": 8e10, "memory_bandwidth_bytes_per_s": 3.35e12,
                                                "peak_flops": {"fp8": 1.979e15}})
     assert fp8_only.peak("fp8") == 1.979e15
-    with pytest.raises(ValueError, match="no bf16 or wider entry .* fix: add peak_flops.bf16"):
+    with pytest.raises(ValueError, match="no sourced peak FLOP/s for bf16 matmuls, nor a wider .* fix: add peak_flops.bf16"):
         fp8_only.peak("bf16")
     a100 = load_hardware("a100-80gb")  # no fp8 units: fp8 runs at the next wider unit, bf16
     assert a100.peak("fp8") == a100.peak_flops["bf16"]
