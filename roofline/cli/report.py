@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..calibration import CALIBRATION_DIR, Calibration, calibration_from_dict, read_calibration_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
-from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from ..planning.workload import MAX_RATE
 from ..userfile import one_line
 from ..views.report import DEFAULTS, ValidationInput, build_study
@@ -128,12 +128,13 @@ def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
         whole = column != "time_s"
         optional = column in MEASURED_OPTIONAL_DIMS
         bad = ~(values.isna() & optional) & ~((values > 0) | ((values == 0) & optional)) | ~np.isfinite(values.fillna(0))
-        if whole:
-            bad |= values.notna() & (values != values.round())
+        if whole:  # a dimension, batch or context past MAX_DIMENSION is a typo (ModelConfig refuses it too)
+            bad |= values.notna() & ((values != values.round()) | (values > MAX_DIMENSION))
         if bad.any():
             row = int(np.flatnonzero(bad.to_numpy())[0])
             raise ValueError(f"measurements {str(path)!r}, column {column!r}, row {frame.index[row] + 2}: expected a "
-                             f"{'whole ' if whole else ''}positive number, got {frame[column].iloc[row]!r}; fix: "
+                             f"{f'whole number from 1 to {MAX_DIMENSION}' if whole else 'positive number'}, got "
+                             f"'{frame[column].iloc[row]}'; fix: "
                              f"re-run `roofline validate` or correct the cell")
 
 

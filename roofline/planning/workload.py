@@ -111,8 +111,9 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
             continue
         cell = row[index].strip() if index < len(row) else ""
         field = column or f"column {index + 1}"
-        if not cell.isdigit() or int(cell) < 1:
-            raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}")
+        if not cell.isdigit() or not 1 <= int(cell) <= MAX_TOKENS:
+            raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}; "
+                             f"fix: correct that cell (1 to {MAX_TOKENS} tokens)")
         values.append(int(cell))
     if not values:
         raise ValueError(f"{name}: no token lengths, only a header; fix: add one whole number of tokens per line")
