@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import validation.records as validation_records
 from roofline.serving import crossovers, speculation
 from roofline.serving.load import Policy, at_load, kv_sequences
 from roofline.engine import ENGINES_DIR, IDEAL, harness_profiles, read_engine_file, transfer_profile
-from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW
+from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW, config_from_json
 from roofline.config_state import STATE_FAMILIES
 from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
@@ -65,14 +64,7 @@ def bundled_model(name: str) -> ModelConfig:
 def uploaded_model(content: bytes, filename: str) -> ModelConfig:
     """A Hugging Face config.json from the uploader; ValueError says what is wrong with it."""
     try:
-        raw = json.loads(content.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{filename}: not a JSON file ({err})") from None
-    except RecursionError:  # the parser recurses per nested [ or {: 200,000 of them exhaust the stack
-        raise ValueError(f"{filename}: nested too deeply to read (a config.json is one object of fields, "
-                         "nested a few levels at most)") from None
-    try:
-        return ModelConfig.from_hf_config(raw, name=Path(filename).stem)
+        return config_from_json(content, filename, name=Path(filename).stem)  # too deep a nesting included
     except ValueError as err:
         raise ValueError(f"{filename}: {err}") from None
     except RecursionError:

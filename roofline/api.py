@@ -31,7 +31,8 @@ METRIC_DEFINITIONS = {
     "ideal_tpot_s": "tpot_s at the ideal roofline bound (no engine), beside the engine's",
     "ideal_e2e_s": "e2e_s at the ideal roofline bound (no engine), beside the engine's",
     "napkin_tokens_per_s": "replicas · batch / napkin_tpot_s",
-    "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth",
+    "napkin_tpot_s": "the lecture's napkin: (weight bytes + KV bytes at prompt_len) / memory bandwidth, an MoE's "
+                     "weights counting only the min(batch x top_k, experts) routed experts a step can read",
     "decode_bound": "what most of the decode step's roofline time waits on (all-reduces count as communication)",
     "decode_bound_s": "seconds of the decode step spent waiting on its binding resource (before communication)",
     "napkin_memory_bytes": "the lecture's memory: weight bytes + KV bytes at prompt_len (no workspace)",

@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from .hardware import DATA_DIR
+from .hub import config_path, is_hub_id
+from .userfile import parse_json
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
@@ -328,8 +330,8 @@ def bundled_models() -> list[str]:
 
 
 def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
-    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, or a
-    Hugging Face snapshot directory holding one."""
+    """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, a
+    Hugging Face snapshot directory holding one, or a Hugging Face id ('Qwen/Qwen3-8B', fetched: roofline.hub)."""
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)
@@ -352,12 +354,21 @@ def _load_path(text: str) -> ModelConfig:
         path = path / "config.json"
     elif not path.is_file():
         path = MODELS_DIR / f"{text}.json"
+        if not path.is_file() and is_hub_id(text):  # 'Qwen/Qwen3-8B': the hub's config.json, cached
+            return config_from_json(config_path(text).read_bytes(), text, name=text)
         if not path.is_file():
             raise ValueError(f"model: unknown model {text!r}; fix: use a bundled name ({', '.join(bundled_models())}), "
-                             f"a config.json path or a Hugging Face snapshot directory holding config.json")
+                             f"a Hugging Face id (owner/name), a config.json path or a snapshot directory holding one")
     try:
-        raw = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"model config {str(path)!r}: cannot read JSON ({err}); fix: pass a Hugging Face "
-                         f"config.json") from None
-    return ModelConfig.from_hf_config(raw, name=path.stem if path.parent == MODELS_DIR else text)
+        content = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"model config {str(path)!r}: cannot read it ({err.strerror}); fix: pass a readable "
+                         f"Hugging Face config.json") from None
+    return config_from_json(content, str(path), name=path.stem if path.parent == MODELS_DIR else text)
+
+
+def config_from_json(content: str | bytes, where: str, name: str) -> ModelConfig:
+    """A model from a config.json's text (a file, an upload, a hub download); any fault is one ValueError
+    naming `where`."""
+    raw = parse_json(content, f"model config {where!r}", "pass a Hugging Face config.json")
+    return ModelConfig.from_hf_config(raw, name=name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .config import DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _whole
-from .hf_config import _bad, _flag, _max_positions, _optional, _require
+from .hf_config import _bad, _flag, _max_positions, _optional, _require, kv_heads_and_head_dim
 
 STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",
                   "minimax_m1",  # minimax_m1: MiniMax's own config.json (remote code) for the same architecture
@@ -46,8 +46,7 @@ def _attention_dims(hf: dict, name: str) -> dict:
     d_model = _require(hf, "hidden_size", name)
     n_heads = _require(hf, "num_attention_heads", name)
     return dict(d_model=d_model, n_layers=_require(hf, "num_hidden_layers", name), n_heads=n_heads,
-                n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
-                head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+                **kv_heads_and_head_dim(hf, name, d_model, n_heads),
                 vocab_size=_require(hf, "vocab_size", name), max_positions=_max_positions(hf, name),
                 tied_embeddings=_flag(hf, "tie_word_embeddings", name, False),
                 qkv_bias=_flag(hf, "attention_bias", name), out_bias=_flag(hf, "attention_bias", name))
@@ -221,8 +220,7 @@ def _nemotron_h(hf: dict, name: str) -> dict:
     n_heads = _require(hf, "num_attention_heads", name)
     fields = dict(
         d_model=d_model, n_layers=n_layers, n_heads=n_heads, vocab_size=_require(hf, "vocab_size", name),
-        n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
-        head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+        **kv_heads_and_head_dim(hf, name, d_model, n_heads),
         d_ff=_require(hf, "intermediate_size", name), gated_mlp=False,  # relu^2 MLP: up, down
         tied_embeddings=_flag(hf, "tie_word_embeddings", name, False), max_positions=_max_positions(hf, name),
         qkv_bias=_flag(hf, "attention_bias", name), out_bias=_flag(hf, "attention_bias", name),
@@ -289,8 +287,7 @@ def _qwen3_next_mixers(hf: dict, name: str, n_layers: int, types: list) -> dict:
         raise _bad(name, "linear_num_value_heads", value_heads, f"a multiple of linear_num_key_heads ({key_heads})")
     return dict(
         d_model=d_model, n_layers=n_layers, n_heads=n_heads, vocab_size=_require(hf, "vocab_size", name),
-        n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
-        head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+        **kv_heads_and_head_dim(hf, name, d_model, n_heads),
         max_positions=_max_positions(hf, name),
         tied_embeddings=_flag(hf, "tie_word_embeddings", name, False),
         qkv_bias=_flag(hf, "attention_bias", name), out_bias=_flag(hf, "attention_bias", name),

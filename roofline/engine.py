@@ -30,10 +30,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 
 from .hardware import DATA_DIR, bundled_hardware
 from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
+from .userfile import parse_yaml
 
 ENGINES_DIR = DATA_DIR / "engines"
 MEASURED = "measured"  # `hardware:` of a harness fit on a machine without a datasheet: its measured ceilings
@@ -204,6 +204,14 @@ def _mapping(raw: dict, key: str, who: str, what: str) -> dict:
     return value
 
 
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
     """An Engine from a profile's YAML body; `who` names the file in every refusal."""
     if not isinstance(raw, dict):
@@ -241,7 +249,10 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
     sources = _mapping(raw, "prior_sources", who, "parameter -> where its prior comes from")
     if set(sources) - set(priors):
         raise ValueError(f"{who}: prior_sources must map parameters in priors to where each prior comes from")
-    return Engine(name=str(raw.get("name") or default_name), quantized_efficiency=quantized, pinned_by=pinned,
+    name = raw.get("name") or default_name
+    if not isinstance(name, str) or _reads_as_number(name):  # `name: 1.0`, `name: nan`: a slip, shown as a number
+        raise ValueError(f"{who}: name must be a word, got {name!r}; fix: name the profile (e.g. its file's stem)")
+    return Engine(name=name, quantized_efficiency=quantized, pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
@@ -267,9 +278,10 @@ def _bundled(name: str) -> Engine:
 def read_engine_file(path: Path) -> dict:
     """A profile's YAML body, as written (the harness's record and the accuracy block included)."""
     try:
-        return yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"engine file {str(path)!r}: cannot read YAML ({err}); fix the file") from None
+        content = Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"engine file {str(path)!r}: cannot be read ({err.strerror}); fix: check the path") from None
+    return parse_yaml(content, f"engine file {str(path)!r}", "correct the file (see data/engines/*.yaml)")
 
 
 def _load_path(text: str) -> Engine:

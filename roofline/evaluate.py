@@ -5,7 +5,8 @@ Definitions (stated in every output):
   TPOT  one decode step of the whole batch with P tokens already cached (S = P + 1 keys);
         it excludes the first token.
   E2E   TTFT + the G - 1 decode steps, each at its own context P + j (KV growth integrated).
-  throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth.
+  throughput = replicas · B / TPOT tokens/s.  napkin = the lecture's (weights + KV at P) bytes / bandwidth,
+        MoE weights counting min(B·top_k, E) of each layer's E routed experts (those B tokens can read).
 Memory (per GPU) = weights + KV cache at P + G tokens (in the engine's whole blocks) + one prefill chunk's
 activation workspace, and the largest batch that fits, on the bytes the device shows the runtime (CUDA's total
 where sourced) less a runtime reserve, of which the engine's KV rule takes its fraction: roofline.memory, the
@@ -22,6 +23,16 @@ from .bounds import to_shape, total
 from .deployment import Deployment
 from .memory import DEFAULT_PREFILL_CHUNK, memory
 from .model import DECODE, PREFILL, decode_context
+
+
+def unread_expert_bytes(d: Deployment, batch):
+    """Routed-expert bytes a decode step leaves unread, napkin-style: B tokens pick top_k experts each, so at
+    most min(B·k, E) of a layer's E experts are read (the roofline counts the expected distinct experts)."""
+    config = d.config
+    if not config.n_experts:
+        return 0.0
+    read_share = np.minimum(batch * config.top_k, config.n_experts) / config.n_experts
+    return d.compiled.routed_params * d.precision.expert_bytes * (1.0 - read_share)
 
 
 def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool = True,
@@ -46,7 +57,7 @@ def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool 
            "decode_bytes": total(sum(op[1:]) for op in decode.components),
            "tpot_s": decode.total_s, "decode_no_overlap_s": decode.no_overlap_s, "decode_bound": decode.bound,
            "decode_bound_s": decode.bound_s}
-    out["napkin_tpot_s"] = out["napkin_memory_bytes"] / d.hardware.memory_bandwidth
+    out["napkin_tpot_s"] = (out["napkin_memory_bytes"] - unread_expert_bytes(d, batch)) / d.hardware.memory_bandwidth
     out["tokens_per_s"] = d.replicas * batch / out["tpot_s"]
     out["napkin_tokens_per_s"] = d.replicas * batch / out["napkin_tpot_s"]
     out["decode_intensity"] = out["decode_flops"] / out["decode_bytes"]

@@ -5,13 +5,13 @@ in the same shape works too (plain numbers are accepted in place of {value, sour
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from .precision import BITS, normalize_dtype
+from .userfile import parse_json
+from .precision import normalize_dtype
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HARDWARE_FILE = DATA_DIR / "hardware.json"
@@ -55,7 +55,8 @@ class Hardware:
                 raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {value!r}")
 
     def peak(self, dtype: str) -> float:
-        """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit."""
+        """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit (never a narrower
+        one: an fp8-only file would price bf16 matmuls 2x optimistic)."""
         seen = dtype
         while dtype is not None:
             if dtype in self.peak_flops:
@@ -63,11 +64,11 @@ class Hardware:
             dtype = FALLBACK[dtype]
         if seen == "fp16" and "bf16" in self.peak_flops:  # same tensor-core rate on every listed part
             return self.peak_flops["bf16"]
-        widest = max((d for d in self.peak_flops if d in BITS), key=lambda d: BITS[d], default=None)
-        if widest is None:  # unknown peaks stay missing (data/HARDWARE.md): never guessed
-            raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen}; pass a hardware file "
-                             f"with peak_flops.{seen} (or measure it: roofline validate)")
-        return self.peak_flops[widest]
+        listed = ", ".join(sorted(self.peak_flops)) or "none"
+        # unknown peaks stay missing (data/HARDWARE.md): never guessed
+        raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen} matmuls, nor a wider unit's "
+                         f"(peak_flops lists: {listed}; a narrower unit's peak would be optimistic); fix: add "
+                         f"peak_flops.{seen} (dense FLOP/s) to the hardware file, or measure it (roofline validate)")
 
     @property
     def capacity_bytes(self) -> float:
@@ -155,9 +156,11 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
 def read_hardware_file(path: Path) -> dict[str, Hardware]:
     where = f"hardware file {str(path)!r}"
     try:
-        raw = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{where}: cannot read JSON ({err}); fix: write it as {ENTRY_SHAPE}") from None
+        content = Path(path).read_bytes()
+    except OSError as err:
+        raise ValueError(f"{where}: cannot read it ({err.strerror}); fix: pass a readable file written as "
+                         f"{ENTRY_SHAPE}") from None
+    raw = parse_json(content, where, f"write it as {ENTRY_SHAPE}")
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: top level must be an object keyed by hardware id; fix: write it as {ENTRY_SHAPE}")
     if "memory_bytes" in raw or "memory_bandwidth_bytes_per_s" in raw:

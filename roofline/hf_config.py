@@ -67,10 +67,16 @@ def _flag(hf: dict, key: str, name: str, default: bool = False) -> bool:
     return value
 
 
+def _trained_positions(hf: dict, name: str) -> int:
+    """max_position_embeddings; absent is unknown (no window check), 0 would silently turn the check off."""
+    return _optional(hf, "max_position_embeddings", name, minimum=1,
+                     fix="give the trained context length in tokens (e.g. 8192), or remove the field if unknown")
+
+
 def _max_positions(hf: dict, name: str) -> int:
     """Trained positions, extended by rope scaling (linear, dynamic, yarn: factor x the original length;
     llama3-style files already list the extended length as max_position_embeddings)."""
-    trained = _optional(hf, "max_position_embeddings", name)
+    trained = _trained_positions(hf, name)
     scaling = hf.get("rope_scaling")
     if scaling is None:
         return trained
@@ -86,14 +92,23 @@ def _max_positions(hf: dict, name: str) -> int:
     return int(factor * trained) if kind in ("linear", "dynamic", "yarn") else trained
 
 
+def kv_heads_and_head_dim(hf: dict, name: str, d_model: int, n_heads: int) -> dict:
+    """KV heads and head width. Absent, they are transformers' defaults (multi-head attention, hidden / heads);
+    present, they must be positive: a 0 is a typo, not a request for those defaults."""
+    return dict(
+        n_kv_heads=_optional(hf, "num_key_value_heads", name, default=n_heads, minimum=1,
+                             fix="give the KV head count (e.g. 8 for GQA), or remove the field for multi-head attention"),
+        head_dim=_optional(hf, "head_dim", name, default=d_model // n_heads, minimum=1,
+                           fix="give the per-head width (e.g. 128), or remove the field for hidden_size / heads"))
+
+
 def decoder_fields(hf: dict, family: str, name: str) -> dict:
     d_model = _require(hf, "hidden_size", name)
     n_layers = _require(hf, "num_hidden_layers", name)
     n_heads = _require(hf, "num_attention_heads", name)
     fields = dict(
         d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-        n_kv_heads=_optional(hf, "num_key_value_heads", name) or n_heads,
-        head_dim=_optional(hf, "head_dim", name) or d_model // n_heads,
+        **kv_heads_and_head_dim(hf, name, d_model, n_heads),
         d_ff=_require(hf, "intermediate_size", name),
         vocab_size=_require(hf, "vocab_size", name),
         tied_embeddings=_flag(hf, "tie_word_embeddings", name, family == "gemma2"),
@@ -154,9 +169,18 @@ def _attention_pattern(hf: dict, family: str, n_layers: int, name: str) -> dict:
     return dict(window=window if WINDOW in pattern else 0, layer_attention=pattern)
 
 
+def _leading_dense_layers(hf: dict, n_layers: int, name: str, example: int) -> int:
+    """first_k_dense_replace: how many leading layers keep a dense MLP; more than the layers is a typo."""
+    first_dense = _optional(hf, "first_k_dense_replace", name, fix=f"give the number of leading dense layers as a "
+                            f"whole number (e.g. {example}), or remove it (0)")
+    if first_dense > n_layers:
+        raise _bad(name, "first_k_dense_replace", first_dense, f"at most num_hidden_layers ({n_layers})",
+                   f"give the number of leading dense layers (e.g. {example}), at most {n_layers}")
+    return first_dense
+
+
 def _deepseek_fields(hf: dict, family: str, n_layers: int, name: str) -> dict:
-    first_dense = _optional(hf, "first_k_dense_replace", name,
-                            fix="give the number of leading dense layers as a whole number (e.g. 3), or remove it (0)")
+    first_dense = _leading_dense_layers(hf, n_layers, name, example=3)
     every = _optional(hf, "moe_layer_freq", name, default=1, minimum=1,
                       fix="set it to 1 (every layer from first_k_dense_replace on is MoE) or remove it")
     n_experts = _optional(hf, "n_routed_experts", name)
@@ -225,15 +249,14 @@ def _gemma3_fields(hf: dict, fields: dict, name: str) -> dict:
         hf = {**hf, "layer_types": ["sliding_attention" if (i + 1) % every else "full_attention" for i in range(n_layers)]}
     bias = _flag(hf, "attention_bias", name)
     return dict(_attention_pattern(hf, "gemma3_text", n_layers, name), qk_norm="rms", norms_per_layer=4,
-                qkv_bias=bias, out_bias=bias, max_positions=_optional(hf, "max_position_embeddings", name))
+                qkv_bias=bias, out_bias=bias, max_positions=_trained_positions(hf, name))
 
 
 def _glm4_moe_fields(hf: dict, fields: dict, name: str) -> dict:
     """GLM-4.5: DeepSeek-V3-style MoE (first_k_dense_replace dense layers, shared experts, a routing-bias
     buffer) on GQA attention with biased q/k/v, optional q/k norms; the MTP layer is not counted."""
     n_layers, n_experts = fields["n_layers"], _optional(hf, "n_routed_experts", name)
-    first_dense = _optional(hf, "first_k_dense_replace", name,
-                            fix="give the number of leading dense layers as a whole number (e.g. 1), or remove it")
+    first_dense = _leading_dense_layers(hf, n_layers, name, example=1)
     return dict(
         qkv_bias=_flag(hf, "attention_bias", name), qk_norm="rms" if _flag(hf, "use_qk_norm", name) else "",
         layer_mlp=tuple(MOE if n_experts and i >= first_dense else DENSE for i in range(n_layers)),

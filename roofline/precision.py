@@ -21,6 +21,8 @@ DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32, "nvfp4": 16}
 # Formats whose group scale is not SCALE_BYTES wide. NVFP4 (NVIDIA's Blackwell format, ModelOpt's NVFP4
 # checkpoints): E2M1 values, one FP8 E4M3 scale per 16 and one fp32 scale per tensor (negligible): 4.5 bits.
 SCALE_BYTES_OF = {"mxfp4": 1, "nvfp4": 1}
+GROUPED_FORMATS = tuple(DEFAULT_GROUP)  # stored in groups with a scale: weights only, dequantized before the matmul
+ACTIVATION_DTYPES = tuple(d for d in BITS if d not in GROUPED_FORMATS)  # what activations may be stored in
 # Checkpoints mix formats: gpt-oss ships its routed experts in MXFP4 and attention, router, embeddings and head
 # in bf16 (its config's quantization_config.modules_to_not_convert); Kimi-K2-Thinking ships INT4 experts.
 # `experts` names the routed experts' format (b_e bytes an element); every other weight is `weights` (b_w).
@@ -59,6 +61,10 @@ class Precision:
     def __post_init__(self):
         for field in ("weights", "activations", "kv"):
             object.__setattr__(self, field, normalize_dtype(getattr(self, field), field))
+        if self.activations in GROUPED_FORMATS:
+            raise ValueError(f"activations: {self.activations} is a group-quantized weight format, not a dtype a "
+                             f"matmul's inputs are computed in; fix: use one of {', '.join(ACTIVATION_DTYPES)} "
+                             f"(W4A16 is weights int4, activations bf16)")
         if self.experts is not None:
             object.__setattr__(self, "experts", normalize_dtype(self.experts, "experts"))
         for field in ("weight_group_size", "kv_group_size", "expert_group_size"):

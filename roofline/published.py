@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .config import load_model
 from .deployment import Deployment
 from .engine import Engine
 from .evaluate import evaluate
@@ -99,6 +100,14 @@ def rows_for(framework: str, path: Path = PUBLISHED) -> list[Row]:
 
 def _row(raw: dict, path: Path, line: int) -> Row:
     where = f"published rows {str(path)!r}, line {line}"
+    short = [c for c in COLUMNS if raw.get(c) is None]  # csv fills a row that ends early with None
+    if short:
+        raise ValueError(f"{where}: no value for {', '.join(short)}; fix: give every column "
+                         "(data/published/README.md)")
+    try:  # the model a row names, loaded here so a bad one is refused with its line
+        load_model(raw["model"].strip())
+    except ValueError as err:
+        raise ValueError(f"{where}: model {raw['model'].strip()!r}: {err}") from None
     metric = raw["metric"].strip()
     if metric not in FAMILIES:
         raise ValueError(f"{where}: metric {metric!r} is not one of {', '.join(FAMILIES)}")

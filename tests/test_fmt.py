@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
+from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds, plural
 
 
 @pytest.mark.parametrize("value, text", [
@@ -31,13 +31,39 @@ def test_fmt_bytes_uses_si_prefixes_with_two_decimals(value, text):
     (0.5, "500 ms"),
     (0.9997, "1.00 s"),  # not "1000 ms"
     (2, "2.00 s"),
-    (3600, "3600 s"),
-    (1e-10, "0.1 ns"),
-    (1e-12, "0.001 ns"),
+    (1e-10, "100 ps"),  # issue 21: was "0.1 ns"
+    (1e-12, "1.00 ps"),
     (-8.02e-3, "-8.02 ms"),
 ])
 def test_fmt_seconds_keeps_three_significant_figures(value, text):
     assert fmt_seconds(value) == text
+
+
+@pytest.mark.parametrize("value, text", [
+    (59.97, "1.00 min"),  # 60.0 s after rounding: the next unit
+    (90, "1.50 min"),
+    (3600, "1.00 h"),  # issue 21: was "3600 s"
+    (5400, "1.50 h"),
+    (2 * 86400, "2.00 days"),
+    (1.59e10, "504 years"),  # issue 21: was "15900000000 s"
+    (1e20, "3.17e+12 years"),
+    (-5400, "-1.50 h"),
+])
+def test_fmt_seconds_reads_long_durations_in_minutes_hours_days_and_years(value, text):
+    assert fmt_seconds(value) == text
+
+
+@pytest.mark.parametrize("value, text", [
+    (1.33e-19, "1.33e-19 s"),  # issue 21: was "1.33e-10 ns"
+    (-2.5e-15, "-2.5e-15 s"),
+])
+def test_fmt_seconds_gives_sub_picosecond_durations_in_seconds_with_an_exponent(value, text):
+    assert fmt_seconds(value) == text
+
+
+@pytest.mark.parametrize("n, text", [(0, "0 candidates"), (1, "1 candidate"), (2, "2 candidates")])
+def test_plural_adds_an_s_except_for_one(n, text):
+    assert plural(n, "candidate") == text
 
 
 @pytest.mark.parametrize("value, text", [

@@ -16,14 +16,14 @@ import argparse
 import json
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
-from ..config import load_model
+from ..config import CHUNKED, WINDOW, load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
 from .engines import CALIBRATION_HELP, engine_choice
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from .load import add_load_arguments, run_load, under_load
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..checkpoint_format import load_shipped_precision
-from ..precision import Precision, normalize_dtype
+from ..precision import ACTIVATION_DTYPES, GROUPED_FORMATS, Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -45,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="headline TPOT: roofline or napkin (default %(default)s)")
     parser.add_argument("--attention", metavar="{flash,eager}", default="flash",
                         help=f"{' or '.join(ATTENTION_IMPLS)} (default %(default)s)")
-    parser.add_argument("--mla-form", metavar="{absorbed,naive,expanded}", default="absorbed",
-                        help=f"MLA decode form: {', '.join(MLA_FORMS)}")
+    parser.add_argument("--mla-form", metavar="{absorbed,naive,expanded}", default=None,
+                        help=f"MLA models only: decode form, {', '.join(MLA_FORMS)} (default {MLA_FORMS[0]})")
     parser.add_argument("--cla", metavar="N", default=None,
                         help="what-if: one KV cache shared by N layers (cross-layer attention)")
     parser.add_argument("--calibration", metavar="NAME|FILE", default=None, help=CALIBRATION_HELP)
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
         precision=precision_of(args),
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
-                        mla_form=_choice("--mla-form", args.mla_form, MLA_FORMS)),
+                        mla_form=_mla_form(config, args.mla_form)),
         tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
         engine=engine_choice(args), allow_beyond_window=args.allow_beyond_window,
         prefill_chunk=prefill_chunk(args.prefill_chunk), **overrides)
@@ -122,9 +122,13 @@ def precision_of(args) -> Precision:
     weights = base.weights if args.weights is None else normalize_dtype(args.weights, "--weights")
     kv = base.kv if args.kv is None else normalize_dtype(args.kv, "--kv")
     experts = experts_of(args) if args.experts is not None else base.experts
+    activations = normalize_dtype(args.act, "--act")
+    if activations in GROUPED_FORMATS:
+        raise ValueError(f"--act: {activations} is a group-quantized weight format, not a dtype activations are "
+                         f"computed in; fix: --act one of {', '.join(ACTIVATION_DTYPES)} (W4A16: --weights int4 --act bf16)")
     keep = dict(weight_group_size=base.weight_group_size if weights == base.weights else None,
                 expert_group_size=base.expert_group_size if experts is not None and experts == base.experts else None)
-    return Precision(weights=weights, activations=normalize_dtype(args.act, "--act"), kv=kv, experts=experts, **keep)
+    return Precision(weights=weights, activations=activations, kv=kv, experts=experts, **keep)
 
 
 def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
@@ -156,6 +160,16 @@ def parse_batches(text: str) -> list[int]:
     except ValueError:
         raise ValueError(f"--batch: expected comma-separated positive whole numbers (e.g. 1,64,256), "
                          f"got {str(text)!r}") from None
+
+
+def _mla_form(config, text: str | None) -> str:
+    """--mla-form on a model without MLA would change nothing, silently; refuse it instead."""
+    if text is None:
+        return MLA_FORMS[0]
+    if not config.is_mla:
+        raise ValueError(f"--mla-form: model {config.name!r} has no multi-head latent attention (kv_lora_rank 0), so "
+                         f"the form changes nothing; fix: drop --mla-form, or pick an MLA model (deepseek-v3)")
+    return _choice("--mla-form", text, MLA_FORMS)
 
 
 def _choice(flag: str, value: str, allowed: tuple) -> str:
@@ -244,10 +258,12 @@ def render_table(analysis: Analysis, rows: list[dict], method: str, overrides: d
         f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens; TPOT method {method}",
         f"engine    {_engine_text(engine)}",
         f"memory    weights + KV at prompt + gen + the activation workspace of {_chunk_text(analysis.prefill_chunk)}",
-    ] + _size_lines(first)
+    ] + _size_lines(first, _kv_text(analysis, first))
     tpot = f"TPOT: {METRIC_DEFINITIONS['tpot_s']}"
     if method == "napkin":
         tpot = f"TPOT (napkin): {METRIC_DEFINITIONS['napkin_tpot_s']}; like the roofline TPOT, excludes the first token"
+    else:
+        tpot += f". napkin TPOT: {METRIC_DEFINITIONS['napkin_tpot_s']}"
     replicas = first["replicas"]
     rate = f"batch x {replicas} replicas / TPOT (every replica)" if replicas > 1 else "batch / TPOT"
     if not engine.is_ideal:
@@ -278,9 +294,25 @@ def _chunk_text(chunk) -> str:
     return f"one {chunk}-token prefill chunk (--prefill-chunk)"
 
 
-def _size_lines(first: dict) -> list[str]:
+def _kv_text(analysis: Analysis, first: dict) -> str:
+    """The KV cache's size. With window or chunked layers a per-token figure would count them as global, so it
+    is given at the stated context, then per token past the longest window (global layers only)."""
+    config = analysis.config
+    if WINDOW not in config.layer_attention and CHUNKED not in config.layer_attention:
+        return f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
+    cache, kv_bytes = analysis.deployment.compiled.kv_cache, analysis.deployment.precision.kv_bytes
+    held = max(config.window, config.chunk)  # tokens a window or chunked layer keeps at most
+    context = int(first["prompt_len"] + first["gen_len"])
+    state = first.get("state_bytes_per_sequence", 0)
+    at_context = float(cache(1.0, float(context), kv_bytes)) - state
+    growth = float(cache(1.0, held + 1.0, kv_bytes) - cache(1.0, float(held), kv_bytes))
+    kinds = " and ".join(k for k in (WINDOW, CHUNKED) if k in config.layer_attention)
+    return (f"KV cache {fmt_bytes(at_context)} per sequence at prompt + gen ({context} tokens; {kinds} layers keep "
+            f"at most {held}), then {fmt_bytes(growth)} per token (global layers)")
+
+
+def _size_lines(first: dict, kv: str) -> list[str]:
     """Sizes labelled by scope: one GPU and the whole deployment whenever they differ."""
-    kv = f"KV cache {fmt_bytes(first['kv_bytes_per_token'])} per token"
     if first.get("state_bytes_per_sequence", 0) > 0:  # SSM / linear-attention layers: flat in the context
         kv += f" + constant state {fmt_bytes(first['state_bytes_per_sequence'])} per sequence"
     if first["gpus"] == 1:

@@ -27,6 +27,10 @@ def engine_choice(args: argparse.Namespace) -> str | None:
         raise ValueError("--calibration and --engine: both set the achievable roofs; give --engine only "
                          "(--calibration is deprecated)")
     new = RENAMED.get(old, old)
+    try:  # a bad value is one line naming the flag, before the deprecation note
+        load_engine(new)
+    except ValueError as err:
+        raise ValueError(f"--calibration {old!r} (deprecated; use --engine): {err}") from None
     print(f"roofline: note: --calibration is deprecated: a calibration is an engine profile now; "
           f"use --engine {new}", file=sys.stderr)
     return new

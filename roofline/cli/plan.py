@@ -14,7 +14,9 @@ from pathlib import Path
 import sympy as sp
 
 from ..plan import Targets, Workload, load_prices, plan, verdict
-from ..planning.workload import parse_lengths
+from ..precision import normalize_dtype
+from ..planning.workload import MAX_RATE, parse_lengths
+from ..views.fmt import fmt_count, fmt_number, fmt_seconds, plural
 from .analyze import add_experts, experts_of, prefill_chunk
 
 SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
@@ -22,8 +24,9 @@ SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "bind
 
 
 def _list(text: str, flag: str, kind=str) -> tuple:
+    """The distinct values of a comma-separated flag, in order (`bf16,bf16` would price every candidate twice)."""
     try:
-        values = tuple(kind(v.strip()) for v in str(text).split(",") if v.strip())
+        values = tuple(dict.fromkeys(kind(v.strip()) for v in str(text).split(",") if v.strip()))
     except ValueError:
         raise ValueError(f"{flag}: expected a comma-separated list, got {text!r}") from None
     if not values:
@@ -31,13 +34,20 @@ def _list(text: str, flag: str, kind=str) -> tuple:
     return values
 
 
-def _positive(text, flag: str, kind=float):
+def _dtypes(text: str, flag: str) -> tuple:
+    """Distinct formats, aliases folded (`bf16,bfloat16` is one candidate)."""
+    return tuple(dict.fromkeys(normalize_dtype(v, flag) for v in _list(text, flag)))
+
+
+def _positive(text, flag: str, kind=float, most: float = math.inf):
     try:
         value = kind(text)
     except ValueError:
         value = -1
-    if not value > 0:
-        raise ValueError(f"{flag}: expected a positive number, got {text!r}")
+    if not (value > 0 and math.isfinite(value) and value <= most):
+        limit = "" if most == math.inf else f" up to {most:g}"
+        raise ValueError(f"{flag}: expected a positive {'whole ' if kind is int else ''}number{limit}, "
+                         f"got {text!r}; fix: give e.g. {flag} {'4' if kind is int else '0.5'}")
     return value
 
 
@@ -108,32 +118,46 @@ def _equation(expr) -> str:
     return f"{sp.sstr(expr.lhs)} = {sp.sstr(expr.rhs)}" if isinstance(expr, sp.Eq) else sp.sstr(expr)
 
 
+def readable(table):
+    """The table as people read it: durations through fmt_seconds, counts whole, a missing value 'n/a'."""
+    table = table.copy()
+    for column in table.columns:
+        if column.endswith("_s"):
+            table[column] = table[column].map(fmt_seconds)
+        elif column in ("batch", "replicas", "gpus"):
+            table[column] = table[column].map(lambda v: fmt_count(v) if v == v else "n/a")
+        elif table[column].dtype.kind == "f":
+            table[column] = table[column].map(lambda v: f"{v:.4g}" if v == v else "n/a")
+    return table
+
+
 def explain_lines(found) -> list[str]:
     lines = ["closed forms (roofline.planning.forms), for the cheapest deployment of each hardware:"]
     for row, batch, tp in found:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
         lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: runs at batch "
                   f"{int(row['batch'])} ({row['binding']} binds)",
-                  f"    largest batch within TPOT  {_equation(batch.expression)} = {batch.value:g}",
+                  f"    largest batch within TPOT  {_equation(batch.expression)} = {fmt_number(batch.value, 6)}",
                   f"      with {given}" + (f"; {batch.note}" if batch.note else ""),
-                  f"    TP break-even             {_equation(tp.expression)} = {tp.value:.3g}",
+                  f"    TP break-even             {_equation(tp.expression)} = {fmt_number(tp.value)}",
                   f"      (past it a split saves more memory time than its all-reduces cost; {tp.note})"]
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
     """The cheapest deployments (hardware, tp, pp, weights, KV, engine) that meet TTFT and TPOT at a request rate."""
-    work = Workload(_positive(args.rate, "--rate"), parse_lengths(args.prompt, "--prompt", _read),
+    work = Workload(_positive(args.rate, "--rate", most=MAX_RATE), parse_lengths(args.prompt, "--prompt", _read),
                     parse_lengths(args.gen, "--gen", _read))
     targets = Targets(_positive(args.ttft, "--ttft"), _positive(args.tpot, "--tpot"),
                       None if args.e2e is None else _positive(args.e2e, "--e2e"), _percentile(args.percentile))
     caps = tuple(None if v.lower() == "none" else _positive(v, "--max-batch", int) for v in _list(args.max_batch, "--max-batch"))
     chunks = tuple(prefill_chunk(v) for v in _list(args.prefill_chunk, "--prefill-chunk"))
+    top = _positive(args.top, "--top", int)  # every flag is read before anything is computed or printed
     prices = load_prices(args.prices)
     hardware = tuple(prices) if args.hardware is None else _list(args.hardware, "--hardware")
     frame = plan(args.model, work, targets, hardware, _list(args.tp, "--tp", int),
-                 _list(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
-                 pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_list(args.kv, "--kv"),
+                 _dtypes(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
+                 pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_dtypes(args.kv, "--kv"),
                  max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
                  frontier=_positive(args.frontier, "--frontier", int),
                  requests=_positive(args.requests, "--requests", int),
@@ -146,17 +170,16 @@ def run(args: argparse.Namespace) -> int:
         return status
     percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
     print(f"{args.model}: {work.rate:g} requests/s, prompt {work.prompt}, gen {work.gen} (the search uses the means); "
-          f"targets TTFT {targets.ttft_s * 1e3:g} ms, TPOT {targets.tpot_s * 1e3:g} ms"
-          + ("" if targets.e2e_s is None else f", E2E {targets.e2e_s:g} s") + percentile
-          + f"; {len(frame)} candidates ranked by $ per million output tokens")
+          f"targets TTFT {fmt_seconds(targets.ttft_s)}, TPOT {fmt_seconds(targets.tpot_s)}"
+          + ("" if targets.e2e_s is None else f", E2E {fmt_seconds(targets.e2e_s)}") + percentile
+          + f"; {plural(len(frame), 'candidate')} ranked by $ per million output tokens")
     print(verdict(frame, targets, args.model))
-    feasible = frame[frame["feasible"]].head(_positive(args.top, "--top", int))
+    feasible = frame[frame["feasible"]].head(top)
     if not feasible.empty:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
         if args.experts is not None:
             shown.insert(shown.index("weights") + 1, "experts")
-        table = feasible[shown].astype({c: "Int64" for c in ("batch", "replicas", "gpus")})
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        print(readable(feasible[shown]).to_string(index=False))
     rejected = frame.loc[~frame["feasible"], "rejected"].str.split(":").str[0].value_counts()
     if len(rejected):
         print("rejected: " + ", ".join(f"{n} by {reason}" for reason, n in rejected.items())

@@ -7,15 +7,21 @@ the plot PNGs. Two runs with the same inputs give the same files apart from the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import math
 import sys
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..engine import ENGINES_DIR, MEASURED, Engine, engine_from_document, read_engine_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
-from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..planning.workload import MAX_RATE
+from ..userfile import one_line
 from ..views.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
 from .analyze import add_experts, experts_of
@@ -104,15 +110,36 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
         try:
             frame = pd.read_csv(path)
         except (OSError, ValueError) as err:
-            raise ValueError(f"measurements {str(path)!r}: cannot read CSV ({err})") from None
+            raise ValueError(f"measurements {str(path)!r}: cannot read CSV ({one_line(err)}); fix: pass a CSV "
+                             f"written by `roofline validate`") from None
         missing = [c for c in MEASUREMENT_COLUMNS if c not in frame.columns]
         if missing:
             raise ValueError(f"measurements {str(path)!r}: missing columns {', '.join(missing)}")
         if "status" in frame.columns:
             frame = frame[frame["status"] == "ok"]
+        _check_numbers(frame, path)
         optional = frame.reindex(columns=list(MEASURED_OPTIONAL_DIMS)).fillna(0)  # none, or a file from before them
         frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna().join(optional))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
+
+
+def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
+    """Dimensions whole and positive, times finite and positive, in every measured row; else the cell, named."""
+    for column in (*MEASURED_DIMS, "batch", "context", "time_s", *MEASURED_OPTIONAL_DIMS):
+        if column not in frame.columns:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        whole = column != "time_s"
+        optional = column in MEASURED_OPTIONAL_DIMS
+        bad = ~(values.isna() & optional) & ~((values > 0) | ((values == 0) & optional)) | ~np.isfinite(values.fillna(0))
+        if whole:  # a dimension, batch or context past MAX_DIMENSION is a typo (ModelConfig refuses it too)
+            bad |= values.notna() & ((values != values.round()) | (values > MAX_DIMENSION))
+        if bad.any():
+            row = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(f"measurements {str(path)!r}, column {column!r}, row {frame.index[row] + 2}: expected a "
+                             f"{f'whole number from 1 to {MAX_DIMENSION}' if whole else 'positive number'}, got "
+                             f"'{frame[column].iloc[row]}'; fix: "
+                             f"re-run `roofline validate` or correct the cell")
 
 
 def _sources(engine: Engine) -> list[Path]:
@@ -193,9 +220,35 @@ def _slo(args: argparse.Namespace) -> dict | None:
                 out[name] = float(given[key])
             except ValueError:
                 out[name] = -1.0
-            if not out[name] > 0:
-                raise ValueError(f"--{key}: expected a positive number, got {given[key]!r}")
+            most = MAX_RATE if key == "rate" else math.inf
+            if not (0 < out[name] <= most and math.isfinite(out[name])):
+                raise ValueError(f"--{key}: expected a positive number{f' up to {most:g}' if key == 'rate' else ''}, "
+                                 f"got {given[key]!r}; fix: give e.g. --{key} {'10' if key == 'rate' else '0.5'}")
     return out
+
+
+def writable_directory(text: str) -> tuple[Path, list[Path]]:
+    """--out, created if missing and proven writable by a probe file, or one line saying why not; with the
+    directories it created (removed again if the report then fails)."""
+    out = Path(text)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out: {text!r} exists and is not a directory; fix: name a directory (e.g. --out reports)")
+    created = [p for p in (out, *out.parents) if not p.exists()][::-1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out):
+            pass
+    except OSError as err:
+        _remove(created)
+        raise ValueError(f"--out: cannot write in {text!r} ({err.strerror}); fix: name a directory you can write, "
+                         f"e.g. --out reports") from None
+    return out, created
+
+
+def _remove(created: list[Path]) -> None:
+    for directory in reversed(created):
+        with contextlib.suppress(OSError):
+            directory.rmdir()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,23 +260,29 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"format: unknown {', '.join(unknown)}; use md, html or md,html")
     batch = _whole_numbers(args.batch, "batch")
     prompt, gen = _one_number(args.prompt, "prompt"), _one_number(args.gen, "gen")
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"out: {str(out)!r} exists and is not a directory")
     if args.calibration is not None:
         if args.fit is not None:
             raise ValueError("--calibration and --fit: give --fit only (--calibration is deprecated)")
         print("roofline report: note: --calibration is deprecated; use --fit", file=sys.stderr)
+    slo, experts = _slo(args), experts_of(args)
+    out, created = writable_directory(args.out)  # after every flag is read, before the minutes of computing
+    try:
+        return _write_report(args, out, hardware, formats, batch, prompt, gen, slo, experts)
+    except BaseException:
+        _remove(created)  # a report refused on its inputs leaves no empty directory behind
+        raise
+
+
+def _write_report(args, out: Path, hardware, formats, batch, prompt, gen, slo, experts) -> int:
     fit = args.fit or args.calibration
     for path in [fit] + (args.measurements or []):
         if path and not Path(path).is_file():
             raise ValueError(f"no such file {path!r}")
     validation = find_validation(hardware, fit, args.measurements)
     study = build_study(args.model, hardware, batch, prompt, gen, args.weights, args.kv, validation,
-                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=_slo(args),
-                        experts=experts_of(args))
+                        plots=not args.no_plots, progress=_progress, engine=args.engine, slo=slo,
+                        experts=experts)
     generated = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in study.figures.items():
         (out / name).write_bytes(data)

@@ -19,7 +19,8 @@ from ..config import check_context, load_model
 from ..deployment import Deployment
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
-from ..views.fmt import plain
+from ..views.fmt import fmt_bytes, fmt_number, fmt_seconds, plain
+from ..views.report_whatifs import MTP_COST, draft_model
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 from .engines import CALIBRATION_HELP, engine_choice
 
@@ -77,12 +78,29 @@ def _emit(args, record: dict, lines: list[str]) -> int:
 
 def add_speculate(parser: argparse.ArgumentParser) -> None:
     _common(parser, "llama-2-70b")
-    parser.add_argument("--draft", default="llama-2-7b",
-                        help="draft model (name or path), or a number in (0, 1]: its cost as a share of a target step")
+    parser.add_argument("--draft", default=None,
+                        help="draft model (name or path), or a number in (0, 1]: its cost as a share of a target step "
+                             "(default: the smallest bundled model of the target's family and vocabulary, else "
+                             f"{MTP_COST:g}, an MTP-style head); the draft runs at the target's --tp")
     parser.add_argument("--gamma", metavar="G", default="4", help="drafted tokens per iteration (>= 1)")
     parser.add_argument("--alpha", metavar="A", default="0.8", help="per-token acceptance rate in [0, 1]")
     parser.add_argument("--batch", metavar="B", default="1", help="sequences decoded together (default %(default)s)")
     _tp(parser)
+
+
+def _draft(text: str | None, target) -> tuple:
+    """The draft and why it was picked: --draft as given (a model, or a cost share in (0, 1]), else the
+    smallest bundled model sharing the target's family and vocabulary (as `report` picks), else an MTP head."""
+    if text is None:
+        draft = draft_model(target)
+        if draft is None:
+            return MTP_COST, f" of a target step (an MTP-style head: no smaller bundled model shares {target.name}'s vocabulary)"
+        return draft, f" (the smallest bundled {target.family} model with V = {target.vocab_size})"
+    try:
+        float(text)
+    except ValueError:
+        return load_model(text), ""
+    return _number("--draft", text, float, low=0, high=1, low_open=True), " of a target step"
 
 
 def run_speculate(args: argparse.Namespace) -> int:
@@ -90,23 +108,18 @@ def run_speculate(args: argparse.Namespace) -> int:
     from ..serving.speculation import speculate
     gamma = _number("--gamma", args.gamma, int, low=1)
     alpha = _number("--alpha", args.alpha, float, low=0, high=1)
-    try:
-        float(args.draft)
-    except ValueError:
-        draft = load_model(args.draft)
-    else:
-        draft = _number("--draft", args.draft, float, low=0, high=1, low_open=True)
     d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    draft, why = _draft(args.draft, d.config)
     result = speculate(d, draft, gamma, alpha, batch=_number("--batch", args.batch, int, low=1),
                        prompt=_number("--prompt", args.prompt, int, low=1), allow_beyond_window=args.allow_beyond_window)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
-    lines = [f"target {args.model}, draft {record['draft']} on {args.hardware}: γ={gamma}, α={alpha}, "
-             f"batch {result.batch}, context {result.prompt}",
+    lines = [f"target {args.model}, draft {record['draft']}{why} on {args.hardware}: γ={gamma}, α={alpha}, "
+             f"batch {result.batch}, context {result.prompt}; the draft runs at the target's tp ({d.tp})",
              f"expected tokens per iteration  {result.expected_tokens_per_iteration:.3f}  ((1 − α^(γ+1)) / (1 − α))",
-             f"iteration                      {result.iteration_s * 1e3:.3f} ms  (draft {result.draft_s * 1e3:.3f} ms"
-             f" + verify {result.verify_s * 1e3:.3f} ms)",
-             f"TPOT                           {result.tpot_s * 1e3:.3f} ms  (plain decode {result.baseline_tpot_s * 1e3:.3f} ms)",
+             f"iteration                      {fmt_seconds(result.iteration_s)}  (draft {fmt_seconds(result.draft_s)}"
+             f" + verify {fmt_seconds(result.verify_s)})",
+             f"TPOT                           {fmt_seconds(result.tpot_s)}  (plain decode {fmt_seconds(result.baseline_tpot_s)})",
              f"speedup                        {result.speedup:.3f}x",
              f"best γ                         {result.best_gamma} ({result.best_speedup:.3f}x; 0 = do not speculate)"
              + (f"; {result.best_gamma} is the search cap: a longer lookahead may be faster still"
@@ -151,7 +164,7 @@ def run_crossovers(args: argparse.Namespace) -> int:
     for key, c in found.items():
         record[key] = c.value
         record[f"{key}_expression"] = _equation(c.expression)
-        lines.append(f"{key:32s} {c.value:>12.6g}   {_equation(c.expression)}" + (f"   ({c.note})" if c.note else ""))
+        lines.append(f"{key:32s} {fmt_number(c.value, 6):>12}   {_equation(c.expression)}" + (f"   ({c.note})" if c.note else ""))
     return _emit(args, record, lines)
 
 
@@ -235,7 +248,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                      f"server returns {summary['throughput_tokens_per_s']:.1f}; the queue grows for as long as "
                      f"requests arrive, so the latencies below grow with --requests. Lower --rate or raise --max-batch.")
     for name in ("ttft", "tpot", "e2e"):
-        lines.append(f"{name.upper():5s} p50/p90/p99  " + " / ".join(f"{summary[f'{name}_p{q}_s'] * 1e3:.2f} ms"
+        lines.append(f"{name.upper():5s} p50/p90/p99  " + " / ".join(f"{fmt_seconds(summary[f'{name}_p{q}_s'])}"
                                                                    for q in (50, 90, 99)))
     return _emit(args, record, lines)
 
@@ -280,8 +293,8 @@ def run_parallel(args: argparse.Namespace) -> int:
               **{key: values.get(key) for key in PARALLEL_KEYS + PIPELINE_KEYS + EXPERT_KEYS}}
     shape = ", ".join(f"{flag} {n}" for flag, n in degrees.items())
     lines = [f"{config.name} on {record['gpus']} x {hw.id} ({shape}), batch {batch}, context {prompt}",
-             f"per-GPU memory   {record['per_gpu_memory_bytes'] / 1e9:.2f} GB" + ("" if record["fits"] else " (does not fit)"),
-             f"TPOT             {record['tpot_s'] * 1e3:.3f} ms  (communication {record['comm_s'] * 1e3:.3f} ms)",
+             f"per-GPU memory   {fmt_bytes(record['per_gpu_memory_bytes'])}" + ("" if record["fits"] else " (does not fit)"),
+             f"TPOT             {fmt_seconds(record['tpot_s'])}  (communication {fmt_seconds(record['comm_s'])})",
              f"throughput       {record['tokens_per_s']:.1f} tokens/s, bubble {record['bubble_fraction']:.1%}"]
     return _emit(args, record, lines)
 

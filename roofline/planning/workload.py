@@ -13,6 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 FIXED, EXPONENTIAL, SAMPLES = "fixed", "exponential", "samples"
+# Beyond these a number is a typo, and the replica counts it implies overflow a 64-bit integer: the busiest
+# public services answer ~1e5 requests/s, and no model reads 16.7M tokens of context (config.MAX_DIMENSION).
+MAX_RATE = 1e9  # requests/s
+MAX_TOKENS = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,8 @@ class Lengths:
     def __post_init__(self):
         if self.kind not in (FIXED, EXPONENTIAL, SAMPLES):
             raise ValueError(f"lengths: unknown kind {self.kind!r}; use '{FIXED}', '{EXPONENTIAL}' or '{SAMPLES}'")
-        if not self.mean >= 1:
-            raise ValueError(f"lengths: the mean must be >= 1 token, got {self.mean!r}")
+        if not 1 <= self.mean <= MAX_TOKENS:
+            raise ValueError(f"lengths: the mean must be between 1 and {MAX_TOKENS} tokens, got {self.mean!r}")
 
     @classmethod
     def of(cls, value) -> "Lengths":
@@ -67,8 +71,9 @@ class Workload:
         return Lengths.of(self.gen).mean
 
     def check(self) -> None:
-        if not (self.rate > 0 and self.prompt_mean >= 1 and self.gen_mean >= 1):
-            raise ValueError(f"workload: rate > 0, prompt >= 1 and gen >= 1 are needed, got {self}")
+        if not (0 < self.rate <= MAX_RATE and self.prompt_mean >= 1 and self.gen_mean >= 1):
+            raise ValueError(f"workload: 0 < rate <= {MAX_RATE:g} requests/s, prompt >= 1 and gen >= 1 are needed, "
+                             f"got {self}")
 
 
 def parse_lengths(text: str, flag: str, read=None) -> Lengths:
@@ -106,7 +111,10 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
             continue
         cell = row[index].strip() if index < len(row) else ""
         field = column or f"column {index + 1}"
-        if not cell.isdigit() or int(cell) < 1:
-            raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}")
+        if not cell.isdigit() or not 1 <= int(cell) <= MAX_TOKENS:
+            raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}; "
+                             f"fix: correct that cell (1 to {MAX_TOKENS} tokens)")
         values.append(int(cell))
+    if not values:
+        raise ValueError(f"{name}: no token lengths, only a header; fix: add one whole number of tokens per line")
     return Lengths.from_samples(values)

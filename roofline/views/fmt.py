@@ -2,9 +2,9 @@
 
 Bytes keep two decimals after an SI prefix ("26.87 GB"); seconds, FLOPs and SI rates keep three
 significant figures ("8.02 ms", "26.5 GFLOP", "3.35 TB/s"); counts keep four with short-scale
-suffixes ("13.02 B"). Negative values keep their minus sign; NaN and None read "n/a", infinities
-"inf" / "-inf". Like rich's filesize.py: tiny, flat and tested on its own. `plain` makes a value JSON-safe
-(the one converter the CLI and the report writer share).
+suffixes ("13.02 B"). Durations past a minute read in minutes, hours, days or years. Negative values keep
+their minus sign; NaN and None read "n/a", infinities "inf" / "-inf". Like rich's filesize.py: tiny, flat and
+tested on its own. `plain` makes a value JSON-safe (the one converter the CLI and the report writer share).
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ import sympy as sp
 
 SI = ((1e24, "Y"), (1e21, "Z"), (1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"),
       (1.0, ""))
-SUBUNIT = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"))
+SUBUNIT = ((1.0, ""), (1e-3, "m"), (1e-6, "µ"), (1e-9, "n"), (1e-12, "p"))
+LONG_DURATIONS = ((60.0, "min"), (3600.0, "h"), (86400.0, "days"), (365.25 * 86400, "years"))
 SHORT_SCALE = ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"))
 SI_RATE_UNITS = ("B/s", "FLOP/s")  # rates whose unit takes an SI prefix; others ("tokens/s") scale like counts
 COUNT_PLAIN_BELOW = 10_000  # counts below this print in full: "2689", not "2.689 k"
@@ -83,8 +84,32 @@ def fmt_bytes(n: float) -> str:
 
 
 def fmt_seconds(s: float) -> str:
-    """Seconds to three significant figures, from ns up: 8.02e-3 -> '8.02 ms'; 3.51e-5 -> '35.1 µs'."""
-    return _significant(s, "s", SUBUNIT, 3)
+    """A duration to three significant figures: 8.02e-3 -> '8.02 ms', 3.51e-5 -> '35.1 µs', 5400 -> '1.50 h',
+    1.59e10 -> '504 years'; below a picosecond (no physical step is that short) in seconds, '1.33e-19 s'."""
+    special = _special(s)
+    if special:
+        return special
+    sign, x = ("-" if s < 0 else ""), _round_sig(abs(float(s)), 3)
+    if 0 < x < SUBUNIT[-1][0]:
+        return f"{sign}{x:.3g} s"
+    if x < LONG_DURATIONS[0][0]:
+        return _significant(s, "s", SUBUNIT, 3)
+    factor, unit = _pick(x, LONG_DURATIONS[::-1])
+    if x / factor >= 1000:  # past a thousand years: still three figures, in powers of ten
+        return f"{sign}{x / factor:.2e} {unit}"
+    return f"{sign}{_sig_text(x / factor, 3)} {unit}"
+
+
+def fmt_number(value: float, digits: int = 3) -> str:
+    """A plain number (a ratio, a closed form's value) to `digits` significant figures: 0.0493 -> '0.0493';
+    NaN and None read 'n/a'."""
+    special = _special(value)
+    return special if special else f"{float(value):.{digits}g}"
+
+
+def plural(n: int, noun: str) -> str:
+    """'1 candidate', '3 candidates' (nouns that take an s)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def fmt_flops(n: float) -> str:

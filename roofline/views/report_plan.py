@@ -15,6 +15,7 @@ import sympy as sp
 
 from ..plan import Targets, Workload, plan, verdict
 from ..planning.forms import explain
+from .fmt import fmt_number, fmt_seconds
 
 SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "batch": "batch",
          "binding": "batch set by", "replicas": "replicas", "gpus": "GPUs",
@@ -50,10 +51,10 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
     if section is None:
         return []
     t, w = section.targets, section.work
-    e2e = "" if t.e2e_s is None else f", E2E {t.e2e_s:g} s"
+    e2e = "" if t.e2e_s is None else f", E2E {fmt_seconds(t.e2e_s)}"
     blocks = [("h", 2, f"{number}. Plan: what serves {w.rate:g} requests/s"),
               ("p", (f"roofline.plan over these devices at tp 1, 2, 4, 8: each candidate must fit in memory, meet "
-                     f"TTFT {t.ttft_s * 1e3:g} ms and TPOT {t.tpot_s * 1e3:g} ms{e2e} (means, no queueing) at the "
+                     f"TTFT {fmt_seconds(t.ttft_s)} and TPOT {fmt_seconds(t.tpot_s)}{e2e} (means, no queueing) at the "
                      "largest batch that does, with replicas for the rate; ranked by $ per million output tokens "
                      "from data/prices.yaml (each price with its source).")),
               ("p", section.sentence)]
@@ -69,9 +70,9 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
         blocks.append(("list", [
             f"{row['hardware']} tp={int(row['tp'])}: largest batch within TPOT {_equation(batch.expression)} = "
-            f"{batch.value:g} (with {given}{'; ' + batch.note if batch.note else ''}); it runs at "
+            f"{fmt_number(batch.value, 6)} (with {given}{'; ' + batch.note if batch.note else ''}); it runs at "
             f"{int(row['batch'])}, set by {row['binding']}",
-            f"{row['hardware']}: TP break-even {_equation(tp.expression)} = {tp.value:.3g} (past it a split saves more "
+            f"{row['hardware']}: TP break-even {_equation(tp.expression)} = {fmt_number(tp.value)} (past it a split saves more "
             f"memory time than its all-reduces cost; {tp.note})"]))
     return blocks
 
