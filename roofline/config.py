@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from .hardware import DATA_DIR
+# The layer kinds live in roofline.layer_kinds (the HF readers share them); the config re-exports them.
+from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
+                          MAX_DIMENSION, MAX_LAYERS, MIXER_KINDS, MLP_KINDS, MOE, NONE, PARALLEL, QK_NORMS,
+                          SHARED_SPARSE, SPARSE, STATE_MIXERS, WIDTH_SEPARATOR, WINDOW, _whole, dense_fraction,
+                          dense_of_width)
+from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
+from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
+                        nemotron_nas_fields)
 from .hub import config_path, is_hub_id
 from .userfile import parse_json
 
@@ -40,42 +46,6 @@ UNMODELLED = {
     "gemma4": "Gemma-4's per-layer embeddings, K=V global layers and double-wide MLPs (hidden_size_per_layer_input)",
     "step3p7": "Step-3.7's per-layer head counts and shared-expert width (share_expert_dim)",
 }
-GLOBAL, WINDOW = "global", "window"
-CHUNKED = "chunked"  # Llama 4: a query sees only the keys of its own chunk of `chunk` positions
-# DeepSeek Sparse Attention (V3.2, GLM-5): a lightning indexer scores every cached key, attention reads the
-# top index_topk of them; a SHARED_SPARSE layer reuses the previous indexer's choice (GLM-5.2: no indexer).
-SPARSE, SHARED_SPARSE = "sparse", "sparse_shared"
-ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE)
-# Norm of queries and keys: none, RMSNorm per head (weight H), weightless L2 per head, or one RMSNorm over all
-# heads at once (MiniMax-M2's qk_norm_type "per_layer": weights N*H and K*H).
-QK_NORMS = ("", "rms", "l2", "rms_all")
-MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
-MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
-DENSE, MOE = "dense", "moe"
-# Constant-state mixers (roofline/state_ops.py), a layer with attention and Mamba-2 side by side
-# (Falcon-H1) and layers without a mixer or without an MLP (Nemotron-H's one-op layers).
-MAMBA2, MAMBA, DELTANET, LINEAR, PARALLEL, NONE = "mamba2", "mamba", "deltanet", "linear", "parallel", "none"
-STATE_MIXERS = (MAMBA2, MAMBA, DELTANET, LINEAR, PARALLEL)  # mixers that keep a per-sequence state
-# ATTENTION_KINDS (above): mixers whose cache grows with the context (chunked: up to the chunk)
-MIXER_KINDS = ATTENTION_KINDS + STATE_MIXERS + (NONE,)
-MLP_KINDS = (DENSE, MOE, NONE)
-# A dense MLP of its own width (Nemotron-NAS: each layer's ffn_mult), written as a fraction of d_ff, "dense:7/32":
-# the fraction, not the width, so a tensor-parallel shard (d_ff / tp) shrinks every layer's MLP with it.
-WIDTH_SEPARATOR = ":"
-
-
-def dense_of_width(width: int, d_ff: int) -> str:
-    return f"{DENSE}{WIDTH_SEPARATOR}{Fraction(width, d_ff)}"
-
-
-def dense_fraction(mlp_kind: str) -> Fraction | None:
-    """The share of d_ff a "dense:p/q" MLP kind is wide (None for every other kind)."""
-    kind, _, share = mlp_kind.partition(WIDTH_SEPARATOR)
-    if kind != DENSE or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", share):
-        return None
-    return Fraction(share)
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
@@ -239,9 +209,6 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise ValueError(f"config {name!r}: expected a JSON object, got {type(hf).__name__}")
         family = hf.get("model_type")
-        from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
-        from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
-                                nemotron_nas_fields)
         if isinstance(family, str) and family in UNMODELLED:
             raise ValueError(f"config {name!r}: model_type {family!r} is not modelled yet: {UNMODELLED[family]} "
                              f"is missing; fix: price a supported model (see README 'Model families')")
@@ -258,10 +225,6 @@ class ModelConfig:
             fields = (gpt2_fields(hf, name) if family == "gpt2" else nemotron_nas_fields(hf, name)
                       if family == "nemotron-nas" else decoder_fields(hf, family, name))
         return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)
-
-
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_state_dims(config: ModelConfig) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from .config import DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _whole
+from .layer_kinds import DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2, MOE, NONE, PARALLEL, _whole
 from .hf_config import _bad, _flag, _max_positions, _optional, _require, kv_heads_and_head_dim
 
 STATE_FAMILIES = ("mamba2", "qwen3_next", "nemotron_h", "granitemoehybrid", "jamba", "falcon_h1", "minimax",

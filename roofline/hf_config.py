@@ -7,7 +7,7 @@ constant-state families' keys are in config_state.py, which shares these readers
 """
 from __future__ import annotations
 
-from .config import (CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, NONE, SHARED_SPARSE, SPARSE, WINDOW, _whole,
+from .layer_kinds import (CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE, NONE, SHARED_SPARSE, SPARSE, WINDOW, _whole,
                      dense_of_width)
 
 # Multimodal configs whose language model sits in `text_config`, and that model's type. Vision-language
