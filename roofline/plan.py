@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .config import load_model
+from .config import check_context, load_model
 from .engine import load_engine
 from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
 from .hardware import load_hardware
@@ -27,7 +27,12 @@ from .serving.batching import MAX_REQUESTS
 from .sharding import whole
 from .planning.workload import Lengths, Workload
 
-__all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+__all__ = ["plan", "OBJECTIVES", "DEFAULT_ENGINE", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+DEFAULT_ENGINE = "tensorrt-llm"  # a fitted profile: what a deployment achieves; `ideal` is the bound beside it
+# what each objective ranks by, in order: (column, ascending)
+OBJECTIVES = {"cost": (("usd_per_million_tokens", True), ("capacity_tokens_per_s_per_gpu", False)),
+              "gpus": (("gpus", True), ("usd_per_million_tokens", True)),
+              "throughput-per-gpu": (("capacity_tokens_per_s_per_gpu", False), ("usd_per_million_tokens", True))}
 STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "GPUs", "simulated")  # the checks, in the order they run
 
 
@@ -51,10 +56,11 @@ def _axis(values) -> tuple:
 
 
 def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8),
-         weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
+         weights=("bf16", "fp8", "int8", "int4"), engines=(DEFAULT_ENGINE,), prices: dict | None = None,
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
-         progress=None, experts: str | None = None) -> pd.DataFrame:
+         progress=None, experts: str | None = None, replicas=(None,), objective: str = "cost",
+         allow_beyond_window: bool = False) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
     memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
@@ -65,23 +71,36 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     work.check()
     targets.check()
     config = load_model(model)
+    _check_window(config, work, allow_beyond_window)
     prices = load_prices() if prices is None else prices
     hardware = tuple(prices) if hardware is None else _axis(hardware)
-    chunks, caps = _axis(prefill_chunk), _axis(max_batch)
+    chunks, caps, counts = _axis(prefill_chunk), _axis(max_batch), _axis(replicas)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
-                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus, experts)
+                     max_batch=caps, prefill_chunk=chunks, replicas=counts), requests, max_gpus, experts)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: {objective!r} is not one of {', '.join(OBJECTIVES)}")
     devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
     for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
         h = hw.id
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w, "kv": k, "engine": eng}
         c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices, experts)
-        rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
-    frame = rank(pd.DataFrame(rows))
+        for count in counts:
+            rows += rows_of(c, base | {"replicas_asked": count}, work, targets, prices.get(h), caps, chunks,
+                            max_gpus, count)
+    frame = rank(pd.DataFrame(rows), objective)
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress))
+        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress), objective)
     return frame
+
+
+def _check_window(config, work: Workload, allow: bool) -> None:
+    """The longest prompt with the longest output inside the model's context window; a file's sample by its line."""
+    prompt, gen = Lengths.of(work.prompt), Lengths.of(work.gen)
+    where = prompt.where_longest() or gen.where_longest()
+    what = f"{where}prompt {prompt.longest:.0f} + gen {gen.longest:.0f}"
+    check_context(config, prompt.longest + gen.longest, what, allow)
 
 
 def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
@@ -90,7 +109,13 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         if len(values) == 0:
             raise ValueError(f"{name}: give at least one candidate")
     for e in axes["engines"]:
+        if e == "ideal":
+            raise ValueError("engines: 'ideal' is a bound, not a deployable engine: it is priced beside every row "
+                             f"(the ideal_* columns); name a fitted engine such as {DEFAULT_ENGINE}")
         load_engine(e)
+    for count in axes["replicas"]:
+        if count is not None:
+            whole("replicas", count, note=" (None: the fewest meeting the targets)")
     for w, k in itertools.product(axes["weights"], axes["kv"]):
         Precision(weights=w, kv=k, experts=experts)
     for name in ("tp", "pp", "ep"):
@@ -107,12 +132,14 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 
 
-def rank(frame: pd.DataFrame) -> pd.DataFrame:
-    for column in ("usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"):
+def rank(frame: pd.DataFrame, objective: str = "cost") -> pd.DataFrame:
+    """Feasible first, then by the objective (OBJECTIVES: each its keys, best first)."""
+    for column in ("usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "gpus"):
         if column not in frame:
             frame[column] = np.nan
-    return frame.sort_values(["feasible", "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"],
-                             ascending=[False, True, False], na_position="last", kind="stable").reset_index(drop=True)
+    keys = OBJECTIVES[objective]
+    return frame.sort_values(["feasible", *(k for k, _ in keys)], ascending=[False, *(a for _, a in keys)],
+                             na_position="last", kind="stable").reset_index(drop=True)
 
 
 def pareto(frame: pd.DataFrame) -> pd.Series:
@@ -138,8 +165,9 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> 
     """One sentence: the best deployment, or why nothing is feasible, from the check the closest candidates failed."""
     if frame["feasible"].any():
         best = frame.iloc[0]
-        return (f"Cheapest: {int(best['gpus'])} x {_config(best)} at batch {int(best['batch'])} "
-                f"(${best['usd_per_million_tokens']:.3g} per million output tokens).")
+        return (f"Best: {int(best['gpus'])} x {_config(best)} engine, {best['batch']:.0f} requests in flight a replica "
+                f"(capacity batch {int(best['capacity_batch'])}), ${best['usd_per_million_tokens']:.3g} per million "
+                "output tokens.")
     reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]
     furthest = max(reasons, key=STAGES.index)
     hit = frame[reasons == furthest]

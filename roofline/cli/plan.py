@@ -13,12 +13,31 @@ from pathlib import Path
 
 import sympy as sp
 
-from ..plan import Targets, Workload, load_prices, plan, verdict
+from ..plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan, verdict
 from ..planning.workload import parse_lengths
 from .analyze import add_experts, experts_of, prefill_chunk
 
-SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "binding", "replicas", "gpus",
-         "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "decode_bound")
+SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "capacity_batch", "binding", "replicas",
+         "gpus", "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "ideal_ttft_s",
+         "ideal_tpot_s", "decode_bound")
+# every column the table or --json can show, defined once (the README's plan section says the same)
+COLUMNS = {
+    "hardware, tp, pp, ep": "the device and its tensor-, pipeline- and expert-parallel degrees (one replica)",
+    "weights, experts, kv": "the weight, routed-expert and KV-cache formats",
+    "engine": "the fitted engine profile the row is priced with (data/engines)",
+    "batch": "requests in flight a replica holds at the offered rate (mean, rate / replicas x E2E)",
+    "capacity_batch": "the running-sequence cap: the largest batch meeting TPOT at the mean context within memory",
+    "max_batch": "the sequences of the mean length that fit a GPU's memory",
+    "binding": "what sets capacity_batch: memory, TPOT or the batch cap",
+    "replicas, gpus": "the fewest model copies meeting the targets under load, and replicas x tp x pp x ep",
+    "usd_per_million_tokens": "gpus x $/GPU-hour / output tokens an hour at the offered rate, x 1e6",
+    "capacity_tokens_per_s_per_gpu": "output tokens/s a GPU could serve at capacity_batch (the headroom)",
+    "ttft_s, tpot_s, e2e_s": "mean seconds under load at rate / replicas (roofline.serving.load)",
+    "ttft_alone_s, tpot_at_capacity_s": "a lone request's TTFT; the decode step at capacity_batch",
+    "ideal_ttft_s, ideal_tpot_s": "the same layout and load under the ideal engine: the bound, never ranked",
+    "sim_ttft_s, sim_tpot_s": "the percentile from the request-by-request simulation ('unsimulated': not run)",
+    "decode_bound": "the resource binding the decode step at capacity_batch",
+}
 
 
 def _list(text: str, flag: str, kind=str) -> tuple:
@@ -49,8 +68,10 @@ def _read(path: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = ("exit status: 0 when some candidate meets the targets, 1 when none does (the reason in one "
-                     "sentence), 2 for bad input")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = ("columns:\n" + "\n".join(f"  {name:34} {text}" for name, text in COLUMNS.items())
+                     + "\n\nexit status: 0 when some candidate meets the targets, 1 when none does (the reason in "
+                     "one sentence), 2 for bad input")
     lengths = "N, fixed:N, exp:MEAN (exponential) or csv:FILE[:COLUMN]; the search uses the mean"
     parser.add_argument("--model", default="llama-3-8b", help="bundled name or a config.json path")
     parser.add_argument("--rate", default="10", help="requests per second (default %(default)s)")
@@ -59,8 +80,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ttft", default="0.5", help="TTFT target, seconds (default %(default)s)")
     parser.add_argument("--tpot", default="0.05", help="TPOT target, seconds (default %(default)s)")
     parser.add_argument("--e2e", help="end-to-end latency target per request, seconds (default: none)")
-    parser.add_argument("--percentile", "--slo-percentile", dest="percentile",
-                        help="targets hold for this percentile of requests (e.g. 90 or p90): the frontier is simulated")
+    parser.add_argument("--percentile", "--slo-percentile", dest="percentile", default="90",
+                        help="targets hold for this percentile of requests (e.g. 90 or p90): the frontier is simulated "
+                             "(default %(default)s)")
+    parser.add_argument("--fast", action="store_true", help="skip the simulation: the targets hold for the means")
+    parser.add_argument("--objective", default="cost", choices=("cost", "gpus", "throughput-per-gpu"),
+                        help="rank by $ per million output tokens, by GPUs, or by tokens/s a GPU could serve "
+                             "(default %(default)s)")
+    parser.add_argument("--replicas", default="fewest",
+                        help="candidate replica counts, 'fewest' for the fewest meeting the targets (default %(default)s)")
+    parser.add_argument("--allow-beyond-window", action="store_true",
+                        help="price prompt + gen beyond the model's context window")
     parser.add_argument("--hardware", help="candidate devices (default: every device in the price sheet)")
     parser.add_argument("--tp", default="1,2,4,8", help="candidate tensor-parallel degrees (default %(default)s)")
     parser.add_argument("--pp", default="1", help="candidate pipeline stages (default %(default)s)")
@@ -68,7 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights", default="bf16,fp8,int8,int4", help="candidate weight formats (default %(default)s)")
     parser.add_argument("--kv", default="bf16", help="candidate KV-cache formats (default %(default)s)")
     add_experts(parser)
-    parser.add_argument("--engine", default="ideal", help="candidate engines, data/engines names or YAML paths")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE,
+                        help="candidate engines, fitted profiles (data/engines names or YAML paths; default %(default)s)"
+                             "; the ideal bound is shown beside every row")
     parser.add_argument("--max-batch", default="none", help="candidate batch caps, 'none' for memory's (default %(default)s)")
     parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
                         help="candidate prefill chunks (tokens; 'all' for none), which size the workspace (default %(default)s)")
@@ -104,6 +136,19 @@ def _progress_bar():
     return draw
 
 
+WHOLE = ("tp", "pp", "ep", "replicas", "replicas_asked", "gpus", "capacity_batch", "max_batch", "max_batch_cap",
+         "prefill_chunk")
+
+
+def _json_value(key: str, value):
+    """null for a number not computed, integers as integers, the rest as they are."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if key in WHOLE and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _equation(expr) -> str:
     return f"{sp.sstr(expr.lhs)} = {sp.sstr(expr.rhs)}" if isinstance(expr, sp.Eq) else sp.sstr(expr)
 
@@ -112,8 +157,8 @@ def explain_lines(found) -> list[str]:
     lines = ["closed forms (roofline.planning.forms), for the cheapest deployment of each hardware:"]
     for row, batch, tp in found:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
-        lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: runs at batch "
-                  f"{int(row['batch'])} ({row['binding']} binds)",
+        lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: capacity batch "
+                  f"{int(row['capacity_batch'])} ({row['binding']} binds), {row['batch']:.1f} in flight at the rate",
                   f"    largest batch within TPOT  {_equation(batch.expression)} = {batch.value:g}",
                   f"      with {given}" + (f"; {batch.note}" if batch.note else ""),
                   f"    TP break-even             {_equation(tp.expression)} = {tp.value:.3g}",
@@ -126,7 +171,10 @@ def run(args: argparse.Namespace) -> int:
     work = Workload(_positive(args.rate, "--rate"), parse_lengths(args.prompt, "--prompt", _read),
                     parse_lengths(args.gen, "--gen", _read))
     targets = Targets(_positive(args.ttft, "--ttft"), _positive(args.tpot, "--tpot"),
-                      None if args.e2e is None else _positive(args.e2e, "--e2e"), _percentile(args.percentile))
+                      None if args.e2e is None else _positive(args.e2e, "--e2e"),
+                      None if args.fast else _percentile(args.percentile))
+    replicas = tuple(None if v.lower() == "fewest" else _positive(v, "--replicas", int)
+                     for v in _list(args.replicas, "--replicas"))
     caps = tuple(None if v.lower() == "none" else _positive(v, "--max-batch", int) for v in _list(args.max_batch, "--max-batch"))
     chunks = tuple(prefill_chunk(v) for v in _list(args.prefill_chunk, "--prefill-chunk"))
     prices = load_prices(args.prices)
@@ -137,10 +185,11 @@ def run(args: argparse.Namespace) -> int:
                  max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
                  frontier=_positive(args.frontier, "--frontier", int),
                  requests=_positive(args.requests, "--requests", int),
-                 progress=None if targets.percentile is None else _progress_bar(), experts=experts_of(args))
+                 progress=None if targets.percentile is None else _progress_bar(), experts=experts_of(args),
+                 replicas=replicas, objective=args.objective, allow_beyond_window=args.allow_beyond_window)
     status = 0 if frame["feasible"].any() else 1
     if args.json:
-        records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        records = [{k: _json_value(k, v) for k, v in row.items()}
                    for row in frame.drop(columns="deployment").to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
         return status
@@ -155,7 +204,11 @@ def run(args: argparse.Namespace) -> int:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
         if args.experts is not None:
             shown.insert(shown.index("weights") + 1, "experts")
-        table = feasible[shown].astype({c: "Int64" for c in ("batch", "replicas", "gpus")})
+        table = feasible[shown].astype({c: "Int64" for c in ("capacity_batch", "replicas", "gpus")})
+        table = table.astype({"batch": float}).round({"batch": 1})
+        for column in ("sim_ttft_s", "sim_tpot_s"):
+            if column in table:  # the frontier alone is simulated
+                table[column] = [f"{v:.4g}" if v == v else "unsimulated" for v in table[column]]
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     rejected = frame.loc[~frame["feasible"], "rejected"].str.split(":").str[0].value_counts()
     if len(rejected):

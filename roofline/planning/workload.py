@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +22,8 @@ class Lengths:
     kind: str
     mean: float
     samples: tuple = ()
+    origin: str = field(default="", compare=False)  # the file the samples came from
+    lines: tuple = field(default=(), compare=False)  # each sample's line in it
 
     def __post_init__(self):
         if self.kind not in (FIXED, EXPONENTIAL, SAMPLES):
@@ -33,11 +36,22 @@ class Lengths:
         return value if isinstance(value, Lengths) else cls(FIXED, float(value))
 
     @classmethod
-    def from_samples(cls, values) -> "Lengths":
+    def from_samples(cls, values, origin: str = "", lines=()) -> "Lengths":
         values = tuple(int(v) for v in values)
         if not values:
             raise ValueError("lengths: no samples given")
-        return cls(SAMPLES, float(np.mean(values)), values)
+        return cls(SAMPLES, float(np.mean(values)), values, origin, tuple(lines))
+
+    @property
+    def longest(self) -> float:
+        """The longest request the search or the simulation prices (an exponential's mean: its tail is unbounded)."""
+        return float(max(self.samples)) if self.samples else self.mean
+
+    def where_longest(self) -> str:
+        """'FILE, line N: ' naming the longest sample, or '' when the lengths came from no file."""
+        if not (self.origin and self.lines):
+            return ""
+        return f"{self.origin}, line {self.lines[int(np.argmax(self.samples))]}: "
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == FIXED:
@@ -67,8 +81,10 @@ class Workload:
         return Lengths.of(self.gen).mean
 
     def check(self) -> None:
-        if not (self.rate > 0 and self.prompt_mean >= 1 and self.gen_mean >= 1):
-            raise ValueError(f"workload: rate > 0, prompt >= 1 and gen >= 1 are needed, got {self}")
+        if not (math.isfinite(self.rate) and self.rate > 0):
+            raise ValueError(f"rate: must be a finite number of requests/s > 0, got {self.rate!r}; fix: e.g. --rate 3")
+        if not (self.prompt_mean >= 1 and self.gen_mean >= 1):
+            raise ValueError(f"workload: prompt >= 1 and gen >= 1 tokens are needed, got {self}")
 
 
 def parse_lengths(text: str, flag: str, read=None) -> Lengths:
@@ -100,7 +116,7 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
         start, index = 1, header.index(column)
     elif not header or not header[0].strip().lstrip("-").isdigit():
         start = 1  # a header row
-    values = []
+    values, lines = [], []
     for line, row in enumerate(rows[start:], start=start + 1):
         if not row:
             continue
@@ -109,4 +125,5 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
         if not cell.isdigit() or int(cell) < 1:
             raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}")
         values.append(int(cell))
-    return Lengths.from_samples(values)
+        lines.append(line)
+    return Lengths.from_samples(values, name, lines)

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 import pandas as pd
 import sympy as sp
 
-from ..plan import Targets, Workload, plan, verdict
+from ..plan import DEFAULT_ENGINE, Targets, Workload, plan, verdict
 from ..planning.forms import explain
 
-SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "batch": "batch",
+SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "engine": "engine",
+         "batch": "in flight", "capacity_batch": "capacity batch",
          "binding": "batch set by", "replicas": "replicas", "gpus": "GPUs",
          "usd_per_million_tokens": "$ / M output tokens", "ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)",
+         "ideal_ttft_s": "ideal TTFT (s)", "ideal_tpot_s": "ideal TPOT (s)",
          "ttft_headroom": "TTFT headroom", "tpot_headroom": "TPOT headroom", "decode_bound": "decode bound"}
 TOP = 8
 
@@ -36,7 +38,7 @@ def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: 
                  e2e_s: float | None = None) -> PlanSection:
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
-                 (inputs.get("engine") or "ideal",), kv=(precision.kv,), experts=precision.experts)
+                 (inputs.get("engine") or DEFAULT_ENGINE,), kv=(precision.kv,), experts=precision.experts)
     found = (explain(frame, work, targets, len(devices))
              if frame["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
@@ -53,8 +55,9 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
     e2e = "" if t.e2e_s is None else f", E2E {t.e2e_s:g} s"
     blocks = [("h", 2, f"{number}. Plan: what serves {w.rate:g} requests/s"),
               ("p", (f"roofline.plan over these devices at tp 1, 2, 4, 8: each candidate must fit in memory, meet "
-                     f"TTFT {t.ttft_s * 1e3:g} ms and TPOT {t.tpot_s * 1e3:g} ms{e2e} (means, no queueing) at the "
-                     "largest batch that does, with replicas for the rate; ranked by $ per million output tokens "
+                     f"TTFT {t.ttft_s * 1e3:g} ms and TPOT {t.tpot_s * 1e3:g} ms{e2e} (means under load: "
+                     "queueing and prefill sharing steps, roofline.serving.load) with the fewest replicas that do, "
+                     "the running batch capped at the largest meeting TPOT; ranked by $ per million output tokens "
                      "from data/prices.yaml (each price with its source).")),
               ("p", section.sentence)]
     kept = section.frame[section.frame["feasible"]].head(TOP)
@@ -69,8 +72,8 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
         blocks.append(("list", [
             f"{row['hardware']} tp={int(row['tp'])}: largest batch within TPOT {_equation(batch.expression)} = "
-            f"{batch.value:g} (with {given}{'; ' + batch.note if batch.note else ''}); it runs at "
-            f"{int(row['batch'])}, set by {row['binding']}",
+            f"{batch.value:g} (with {given}{'; ' + batch.note if batch.note else ''}); capacity "
+            f"batch {int(row['capacity_batch'])}, set by {row['binding']}",
             f"{row['hardware']}: TP break-even {_equation(tp.expression)} = {tp.value:.3g} (past it a split saves more "
             f"memory time than its all-reduces cost; {tp.note})"]))
     return blocks
