@@ -161,11 +161,19 @@ def _config(row) -> str:
     return f"{row['hardware']}{split} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 
 
-def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> str:
-    """One sentence: the best deployment, or why nothing is feasible, from the check the closest candidates failed."""
+def _under_load(row) -> str:
+    """The clause for a candidate the load model rejected (its lone request met the target)."""
+    reason = row["rejected"]
+    return f" ({reason.split(': ', 1)[1]})" if "under load" in reason else ""
+
+
+def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model", objective: str = "cost") -> str:
+    """One sentence: the best deployment (naming its engine), or why nothing is feasible, from the check the
+    closest candidates failed."""
     if frame["feasible"].any():
         best = frame.iloc[0]
-        return (f"Best: {int(best['gpus'])} x {_config(best)} engine, {best['batch']:.0f} requests in flight a replica "
+        lead = {"cost": "Cheapest", "gpus": "Fewest GPUs", "throughput-per-gpu": "Most tokens/s per GPU"}[objective]
+        return (f"{lead}: {int(best['gpus'])} x {_config(best)}, {best['batch']:.0f} requests in flight a replica "
                 f"(capacity batch {int(best['capacity_batch'])}), ${best['usd_per_million_tokens']:.3g} per million "
                 "output tokens.")
     reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]
@@ -181,11 +189,14 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> 
                 f"per GPU at batch 1, against {row['rejected'].split('> ')[-1]}; use more GPUs (tp, pp) or narrower "
                 "weights.")
     if furthest == "TTFT":
-        row = hit.loc[hit["ttft_s"].idxmin()]
+        row = hit.loc[hit["ttft_alone_s"].idxmin()]
         return (f"No candidate meets TTFT {targets.ttft_s * 1e3:g} ms: the fastest prefill, {_config(row)}, takes "
-                f"{row['ttft_s'] * 1e3:.1f} ms for one prompt.")
+                f"{row['ttft_alone_s'] * 1e3:.1f} ms for one prompt" + _under_load(row) + ".")
     if furthest == "TPOT":
         row = hit.loc[hit["tpot_s"].idxmin()]
+        if _under_load(row):
+            return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms at the offered rate: the closest, "
+                    f"{_config(row)}, decodes in {row['tpot_s'] * 1e3:.2f} ms{_under_load(row)}.")
         return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms: the fastest decode step, {_config(row)} at "
                 f"batch 1, takes {row['tpot_s'] * 1e3:.2f} ms.")
     if furthest == "E2E":

@@ -153,6 +153,14 @@ def _equation(expr) -> str:
     return f"{sp.sstr(expr.lhs)} = {sp.sstr(expr.rhs)}" if isinstance(expr, sp.Eq) else sp.sstr(expr)
 
 
+def _corner(row, batch) -> str:
+    """Why the form's sharp roofline and the search can disagree: the engine's rounded corner, priced by the search."""
+    if batch.value == row["capacity_batch"] or not math.isfinite(row["deployment"].engine.corner):
+        return ""
+    return (f"; the search's {int(row['capacity_batch'])} prices {row['engine']}'s rounded roofline corner "
+            f"(p = {row['deployment'].engine.corner:.3g}), the form the sharp one")
+
+
 def explain_lines(found) -> list[str]:
     lines = ["closed forms (roofline.planning.forms), for the cheapest deployment of each hardware:"]
     for row, batch, tp in found:
@@ -160,7 +168,7 @@ def explain_lines(found) -> list[str]:
         lines += [f"  {row['hardware']} tp={int(row['tp'])} {row['weights']}/{row['kv']} {row['engine']}: capacity batch "
                   f"{int(row['capacity_batch'])} ({row['binding']} binds), {row['batch']:.1f} in flight at the rate",
                   f"    largest batch within TPOT  {_equation(batch.expression)} = {batch.value:g}",
-                  f"      with {given}" + (f"; {batch.note}" if batch.note else ""),
+                  f"      with {given}" + (f"; {batch.note}" if batch.note else "") + _corner(row, batch),
                   f"    TP break-even             {_equation(tp.expression)} = {tp.value:.3g}",
                   f"      (past it a split saves more memory time than its all-reduces cost; {tp.note})"]
     return lines
@@ -198,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
           f"targets TTFT {targets.ttft_s * 1e3:g} ms, TPOT {targets.tpot_s * 1e3:g} ms"
           + ("" if targets.e2e_s is None else f", E2E {targets.e2e_s:g} s") + percentile
           + f"; {len(frame)} candidates ranked by $ per million output tokens")
-    print(verdict(frame, targets, args.model))
+    print(verdict(frame, targets, args.model, args.objective))
     feasible = frame[frame["feasible"]].head(_positive(args.top, "--top", int))
     if not feasible.empty:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])

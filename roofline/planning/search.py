@@ -128,7 +128,7 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
             row.update(max_batch=fit, memory_bytes_batch1=c.need_bytes)
             if limit < 1:
                 row["rejected"] = (f"memory: {c.need_bytes / 1e9:.1f} GB at batch 1 > "
-                                   f"{c.d.hardware.capacity_bytes / 1e9:.1f} GB per GPU")
+                                   f"{c.d.hardware.capacity_bytes / 1e9:.0f} GB per GPU")
                 continue
             row["ttft_s"] = row["ttft_alone_s"] = c.ttft_s
             if c.ttft_s > targets.ttft_s:

@@ -34,11 +34,16 @@ class PlanSection:
     forms: list  # (row, largest batch Crossover, TP break-even Crossover) per device's cheapest
 
 
+def _engine(name: str | None) -> str:
+    """The report's engine, or the default fitted one when the report prices the ideal bound alone."""
+    return DEFAULT_ENGINE if name in (None, "ideal") else name
+
+
 def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: float, tpot_s: float,
                  e2e_s: float | None = None) -> PlanSection:
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
-                 (inputs.get("engine") or DEFAULT_ENGINE,), kv=(precision.kv,), experts=precision.experts)
+                 (_engine(inputs.get("engine")),), kv=(precision.kv,), experts=precision.experts)
     found = (explain(frame, work, targets, len(devices))
              if frame["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
