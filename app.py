@@ -891,8 +891,8 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
                     scale=alt.Scale(domain=[0, y_top], nice=False)))
         points = base.mark_circle(size=70).encode(
             color=alt.Color("hardware", scale=alt.Scale(domain=devices, range=[plots.device_color(d) for d in devices])),
-            tooltip=["configuration", "batch", "capacity_batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms", "tpot_ms",
-                     "decode_bound"])
+            tooltip=["configuration", "batch", "capacity_batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms",
+                     "tpot_ms", "decode_bound"])
         front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
             x="tpot_ms", y="usd_per_million_tokens")
         target = alt.Chart(pd.DataFrame({"tpot_ms": [tpot]})).mark_rule(color="black", strokeDash=[2, 2]).encode(

@@ -6,8 +6,9 @@ searched through roofline.serving.load) with the ideal bound beside it. The wide
 1,2,4,8 x pp 1,2 x 4 weight formats x 2 KV formats x 2 engines x 2 batch caps = 768 candidates. Its capacity
 batches are checked against the first version's scalar path (a Deployment, memory, TTFT and a bisection of
 scalar decode steps per candidate, every candidate on its own), timed on a sample and scaled to the same count;
-it does not price the load, so its time is the capacity search's alone, not a like-for-like ratio. Medians of several runs: the machine is shared, so the plan is also given in
-units of one scalar decode step of the same model timed in the same run (the pricer's own unit of work).
+it does not price the load, so its time is the capacity search's alone, not a like-for-like ratio. Medians
+of several runs: the machine is shared, so the plan is also given in units of one scalar decode step of the
+same model timed in the same run (the pricer's own unit of work).
 Run: python benchmarks/bench_plan.py [--json]
 """
 from __future__ import annotations
