@@ -2,11 +2,14 @@
 
 Every candidate (hardware x tp x pp x ep x weight format x KV format x engine x batch cap x prefill chunk)
 is priced by the one step pricer (a Deployment) in roofline.planning.search: memory, TTFT at batch 1, the
-largest batch meeting TPOT at the mean context, replicas for the rate, $ per million output tokens from a
-sourced price sheet (roofline.planning.prices). Ranked by that cost, then by the tokens/s per GPU a
-deployment could serve. With a percentile target the frontier (the cheapest few per hardware) is also
-served request by request in the continuous-batching simulation (roofline.planning.frontier), and kept
-only when the simulated percentile meets the targets. Closed forms behind the numbers: roofline.planning.forms.
+largest batch meeting TPOT at the mean context (the capacity batch), then TTFT and TPOT under load at the
+fewest replicas that meet the targets (roofline.planning.under_load), $ per million output tokens from a
+sourced price sheet (roofline.planning.prices). The engines are fitted profiles (tensorrt-llm by default);
+the ideal engine is the bound priced beside every row (ideal_* columns), never a candidate. Ranked by the
+objective: cost (then the tokens/s per GPU a deployment could serve), GPUs, or that throughput per GPU.
+With a percentile target the frontier (the cheapest few per hardware) is also served request by request in
+the continuous-batching simulation (roofline.planning.frontier), and kept only when the simulated percentile
+meets the targets. Closed forms behind the numbers: roofline.planning.forms.
 """
 from __future__ import annotations
 

@@ -119,3 +119,35 @@ def test_the_load_model_sets_the_batch_not_the_capacity():
     little = WORK.rate / kept["replicas"] * (kept["ttft_s"] + (WORK.gen - 1) * kept["tpot_s"])
     assert list(kept["batch"]) == pytest.approx(list(little))
     assert not any(math.isnan(v) for v in kept["usd_per_million_tokens"])
+
+
+def test_emit_writes_each_engines_launch_command_from_the_chosen_row():
+    from roofline.planning.emit import launch_command
+    row = {"hardware": "h100-sxm", "tp": 4, "pp": 1, "ep": 1, "capacity_batch": 149, "weights": "fp8", "kv": "fp8",
+           "prefill_chunk": 8192, "replicas": 2}
+    vllm = launch_command(row, "vllm", "meta-llama/Llama-3.1-70B-Instruct", 2500)
+    assert ("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size 4 --pipeline-parallel-size 1 "
+            "--max-num-seqs 149 --max-num-batched-tokens 8192 --kv-cache-dtype fp8 --quantization fp8 "
+            "--gpu-memory-utilization 0.9 --max-model-len 2500") in vllm
+    assert vllm.startswith("# 2 replicas of 4 x h100-sxm")
+    sglang = launch_command(row, "sglang", "m", 2500)
+    for flag in ("--tp 4", "--max-running-requests 149", "--chunked-prefill-size 8192", "--kv-cache-dtype fp8_e4m3",
+                 "--quantization fp8", "--mem-fraction-static 0.9", "--context-length 2500"):
+        assert flag in sglang
+    trt = launch_command(row | {"ep": 2}, "trtllm", "m", 2500)
+    assert "  dtype: fp8\n  free_gpu_memory_fraction: 0.9\n" in trt
+    assert "trtllm-serve m --tp_size 4 --pp_size 1 --ep_size 2 --max_batch_size 149 --max_num_tokens 8192" in trt
+    int4 = launch_command(row | {"weights": "int4", "kv": "bf16"}, "vllm", "m", 2500)
+    assert "--quantization" not in int4 and "int4 checkpoint" in int4 and "--kv-cache-dtype auto" in int4
+    with pytest.raises(ValueError, match="--emit sglang: its expert-parallel flag is not checked"):
+        launch_command(row | {"ep": 2}, "sglang", "m", 2500)
+    with pytest.raises(ValueError, match="--emit vllm: a int8 KV cache"):
+        launch_command(row | {"kv": "int8"}, "vllm", "m", 2500)
+
+
+def test_the_command_line_emits_the_best_rows_command(capsys):
+    argv = ["plan", "--model", "llama-3-8b", "--rate", "4", "--hardware", "h100-sxm", "--tp", "1", "--weights",
+            "bf16", "--fast", "--emit", "vllm"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "vllm serve llama-3-8b --tensor-parallel-size 1" in out and "--max-model-len 1280" in out

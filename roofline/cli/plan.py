@@ -112,6 +112,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="show the closed forms: the largest batch within TPOT and the TP break-even")
     parser.add_argument("--json", action="store_true", help="every candidate as JSON, rejected ones with the reason")
+    parser.add_argument("--emit", choices=("vllm", "sglang", "trtllm"),
+                        help="print the launch command of the best deployment for this engine (flags checked "
+                             "against its documented CLI: roofline.planning.emit)")
 
 
 def _percentile(text) -> float | None:
@@ -225,6 +228,11 @@ def run(args: argparse.Namespace) -> int:
     if args.explain and not feasible.empty:
         from ..planning.forms import explain
         print("\n".join(explain_lines(explain(frame, work, targets))))
+    if args.emit and not feasible.empty:
+        from ..planning.emit import launch_command
+        from ..planning.workload import Lengths
+        longest = Lengths.of(work.prompt).longest + Lengths.of(work.gen).longest
+        print(launch_command(feasible.iloc[0], args.emit, args.model, longest))
     return status
 
 

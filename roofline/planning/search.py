@@ -8,11 +8,14 @@ first part is a Deployment; for it the search asks the Deployment for
   TPOT     the decode step at the mean context P + G/2 at every batch that fits, in one call (past
            WHOLE_GRID, a geometric grid, then every batch in the bracket where the target is crossed):
            TPOT grows with B, so the largest B meeting it is exact; a batch cap or a smaller memory limit clips it.
-Load: a replica serves 1 / (G TPOT(B) / B + TTFT) requests/s (each request's G decode slots shared by B,
-its prefill alone); replicas = ceil(rate / that); GPUs = replicas x tp x pp x ep.
+Load: that largest batch is the capacity batch (the scheduler's running-sequence cap); the candidate is then
+priced under load by roofline.planning.under_load: the fewest replicas whose steady state at rate / replicas
+(roofline.serving.load: queueing, prefill chunks sharing steps with decoders) meets TTFT, TPOT and E2E;
+GPUs = replicas x tp x pp x ep. Its capacity, 1 / (G TPOT(B) / B + TTFT) requests/s a replica at the capacity
+batch, is the tie-break (the headroom), and the first guess of the replica count.
 Cost per million output tokens = GPUs x $/GPU-hour / (rate x G x 3600) x 1e6, at the offered load.
-Left out: queueing (roofline.planning.frontier simulates it for the percentiles), prefill sharing a step
-with decode, pipeline micro-batches (a pipeline runs one batch through its stages: TPOT is their sum).
+Left out: spread lengths and preemption (roofline.planning.frontier simulates them for the percentiles),
+pipeline micro-batches (a pipeline runs one batch through its stages: TPOT is their sum).
 """
 from __future__ import annotations
 
