@@ -841,7 +841,7 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
 def page_plan(analysis: Analysis, setup: Setup) -> None:
     """The cheapest deployments of this model that meet TTFT and TPOT at a request rate (roofline.plan)."""
     import altair as alt
-    from roofline.plan import Targets, Workload, load_prices, pareto, plan, verdict
+    from roofline.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
     prices = load_prices()
     columns = st.columns(3)
     rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")
@@ -849,8 +849,9 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
     tpot = columns[2].number_input("TPOT target (ms)", min_value=0.1, value=50.0, key="plan_tpot")
     hardware = st.multiselect("hardware (priced)", sorted(prices), default=sorted(prices), key="plan_hw")  # full width:
     columns = st.columns([3, 1])  # chips of every device id fit without truncation
-    engines = columns[0].multiselect("engines", [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml"))],
-                                     default=["ideal"], key="plan_engines")
+    engines = columns[0].multiselect("engines (the ideal bound is beside every row)",
+                                     [p.stem for p in sorted(ENGINES_DIR.glob("*.yaml")) if p.stem != "ideal"],
+                                     default=[DEFAULT_ENGINE], key="plan_engines")
     kv = columns[1].multiselect("KV formats", ["bf16", "fp8"], default=["bf16"], key="plan_kv")
     held = st.radio("targets hold for", ["the mean (no queueing)", "p50", "p90", "p99"], horizontal=True,
                     key="plan_percentile", help="a percentile simulates the cheapest two per device (continuous batching)")
@@ -882,22 +883,23 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
                     scale=alt.Scale(domain=[0, y_top], nice=False)))
         points = base.mark_circle(size=70).encode(
             color=alt.Color("hardware", scale=alt.Scale(domain=devices, range=[plots.device_color(d) for d in devices])),
-            tooltip=["configuration", "batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms", "tpot_ms",
-                     "decode_bound"])
+            tooltip=["configuration", "batch", "capacity_batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms",
+                     "tpot_ms", "decode_bound"])
         front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
             x="tpot_ms", y="usd_per_million_tokens")
         target = alt.Chart(pd.DataFrame({"tpot_ms": [tpot]})).mark_rule(color="black", strokeDash=[2, 2]).encode(
             x="tpot_ms", tooltip=[alt.Tooltip("tpot_ms", title="TPOT target (ms)")])
         st.altair_chart(points + front + target, width="stretch")
         simulated = ["sim_ttft_s", "sim_tpot_s"] if targets.percentile else []
-        st.dataframe(kept[["configuration", "batch", "binding", "replicas", "gpus", "usd_per_million_tokens",
-                           "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s", *simulated, "decode_bound", "pareto"]],
+        st.dataframe(kept[["configuration", "batch", "capacity_batch", "binding", "replicas", "gpus",
+                           "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "ttft_s", "tpot_s",
+                           "ideal_ttft_s", "ideal_tpot_s", *simulated, "decode_bound", "pareto"]],
                      hide_index=True)
         with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
             from roofline.planning.forms import explain
             for row, batch, tp in explain(frame, Workload(rate, setup.prompt, setup.gen), targets):
-                st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: runs at batch "
-                            f"{int(row['batch'])}, set by {row['binding']}; largest batch within TPOT "
+                st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: capacity batch "
+                            f"{int(row['capacity_batch'])}, set by {row['binding']}; largest batch within TPOT "
                             f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))
                 st.latex(sp.latex(batch.expression))
                 st.caption(", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items()))

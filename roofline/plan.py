@@ -2,11 +2,14 @@
 
 Every candidate (hardware x tp x pp x ep x weight format x KV format x engine x batch cap x prefill chunk)
 is priced by the one step pricer (a Deployment) in roofline.planning.search: memory, TTFT at batch 1, the
-largest batch meeting TPOT at the mean context, replicas for the rate, $ per million output tokens from a
-sourced price sheet (roofline.planning.prices). Ranked by that cost, then by the tokens/s per GPU a
-deployment could serve. With a percentile target the frontier (the cheapest few per hardware) is also
-served request by request in the continuous-batching simulation (roofline.planning.frontier), and kept
-only when the simulated percentile meets the targets. Closed forms behind the numbers: roofline.planning.forms.
+largest batch meeting TPOT at the mean context (the capacity batch), then TTFT and TPOT under load at the
+fewest replicas that meet the targets (roofline.planning.under_load), $ per million output tokens from a
+sourced price sheet (roofline.planning.prices). The engines are fitted profiles (tensorrt-llm by default);
+the ideal engine is the bound priced beside every row (ideal_* columns), never a candidate. Ranked by the
+objective: cost (then the tokens/s per GPU a deployment could serve), GPUs, or that throughput per GPU.
+With a percentile target the frontier (the cheapest few per hardware) is also served request by request in
+the continuous-batching simulation (roofline.planning.frontier), and kept only when the simulated percentile
+meets the targets. Closed forms behind the numbers: roofline.planning.forms.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .config import load_model
+from .config import check_context, load_model
 from .engine import load_engine
 from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
 from .hardware import load_hardware
@@ -27,7 +30,12 @@ from .serving.batching import MAX_REQUESTS
 from .sharding import whole
 from .planning.workload import Lengths, Workload
 
-__all__ = ["plan", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+__all__ = ["plan", "OBJECTIVES", "DEFAULT_ENGINE", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+DEFAULT_ENGINE = "tensorrt-llm"  # a fitted profile: what a deployment achieves; `ideal` is the bound beside it
+# what each objective ranks by, in order: (column, ascending)
+OBJECTIVES = {"cost": (("usd_per_million_tokens", True), ("capacity_tokens_per_s_per_gpu", False)),
+              "gpus": (("gpus", True), ("usd_per_million_tokens", True)),
+              "throughput-per-gpu": (("capacity_tokens_per_s_per_gpu", False), ("usd_per_million_tokens", True))}
 STAGES = ("layout", "price", "memory", "TTFT", "TPOT", "E2E", "GPUs", "simulated")  # the checks, in the order they run
 
 
@@ -51,10 +59,11 @@ def _axis(values) -> tuple:
 
 
 def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8),
-         weights=("bf16", "fp8", "int8", "int4"), engines=("ideal",), prices: dict | None = None,
+         weights=("bf16", "fp8", "int8", "int4"), engines=(DEFAULT_ENGINE,), prices: dict | None = None,
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
-         progress=None, experts: str | None = None) -> pd.DataFrame:
+         progress=None, experts: str | None = None, replicas=(None,), objective: str = "cost",
+         allow_beyond_window: bool = False) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
     memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
@@ -65,23 +74,36 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     work.check()
     targets.check()
     config = load_model(model)
+    _check_window(config, work, allow_beyond_window)
     prices = load_prices() if prices is None else prices
     hardware = tuple(prices) if hardware is None else _axis(hardware)
-    chunks, caps = _axis(prefill_chunk), _axis(max_batch)
+    chunks, caps, counts = _axis(prefill_chunk), _axis(max_batch), _axis(replicas)
     _check_axes(dict(hardware=hardware, tp=tp, pp=pp, ep=ep, weights=weights, kv=kv, engines=engines,
-                     max_batch=caps, prefill_chunk=chunks), requests, max_gpus, experts)
+                     max_batch=caps, prefill_chunk=chunks, replicas=counts), requests, max_gpus, experts)
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective: {objective!r} is not one of {', '.join(OBJECTIVES)}")
     devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
     for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
         h = hw.id
         base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w, "kv": k, "engine": eng}
         c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
                  h in prices, experts)
-        rows += rows_of(c, base, work, targets, prices.get(h), caps, chunks, max_gpus)
-    frame = rank(pd.DataFrame(rows))
+        for count in counts:
+            rows += rows_of(c, base | {"replicas_asked": count}, work, targets, prices.get(h), caps, chunks,
+                            max_gpus, count)
+    frame = rank(pd.DataFrame(rows), objective)
     if targets.percentile is not None:
         from .planning.frontier import check_frontier
-        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress))
+        frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress), objective)
     return frame
+
+
+def _check_window(config, work: Workload, allow: bool) -> None:
+    """The longest prompt with the longest output inside the model's context window; a file's sample by its line."""
+    prompt, gen = Lengths.of(work.prompt), Lengths.of(work.gen)
+    where = prompt.where_longest() or gen.where_longest()
+    what = f"{where}prompt {prompt.longest:.0f} + gen {gen.longest:.0f}"
+    check_context(config, prompt.longest + gen.longest, what, allow)
 
 
 def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
@@ -90,7 +112,13 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         if len(values) == 0:
             raise ValueError(f"{name}: give at least one candidate")
     for e in axes["engines"]:
+        if e == "ideal":
+            raise ValueError("engines: 'ideal' is a bound, not a deployable engine: it is priced beside every row "
+                             f"(the ideal_* columns); name a fitted engine such as {DEFAULT_ENGINE}")
         load_engine(e)
+    for count in axes["replicas"]:
+        if count is not None:
+            whole("replicas", count, note=" (None: the fewest meeting the targets)")
     for w, k in itertools.product(axes["weights"], axes["kv"]):
         Precision(weights=w, kv=k, experts=experts)
     for name in ("tp", "pp", "ep"):
@@ -107,12 +135,14 @@ def _check_axes(axes: dict, requests, max_gpus, experts=None) -> None:
         raise ValueError(f"requests: a whole number from 1 to {MAX_REQUESTS} simulated per candidate, got {requests!r}")
 
 
-def rank(frame: pd.DataFrame) -> pd.DataFrame:
-    for column in ("usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"):
+def rank(frame: pd.DataFrame, objective: str = "cost") -> pd.DataFrame:
+    """Feasible first, then by the objective (OBJECTIVES: each its keys, best first)."""
+    for column in ("usd_per_million_tokens", "capacity_tokens_per_s_per_gpu", "gpus"):
         if column not in frame:
             frame[column] = np.nan
-    return frame.sort_values(["feasible", "usd_per_million_tokens", "capacity_tokens_per_s_per_gpu"],
-                             ascending=[False, True, False], na_position="last", kind="stable").reset_index(drop=True)
+    keys = OBJECTIVES[objective]
+    return frame.sort_values(["feasible", *(k for k, _ in keys)], ascending=[False, *(a for _, a in keys)],
+                             na_position="last", kind="stable").reset_index(drop=True)
 
 
 def pareto(frame: pd.DataFrame) -> pd.Series:
@@ -134,12 +164,21 @@ def _config(row) -> str:
     return f"{row['hardware']}{split} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 
 
-def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> str:
-    """One sentence: the best deployment, or why nothing is feasible, from the check the closest candidates failed."""
+def _under_load(row) -> str:
+    """The clause for a candidate the load model rejected (its lone request met the target)."""
+    reason = row["rejected"]
+    return f" ({reason.split(': ', 1)[1]})" if "under load" in reason else ""
+
+
+def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model", objective: str = "cost") -> str:
+    """One sentence: the best deployment (naming its engine), or why nothing is feasible, from the check the
+    closest candidates failed."""
     if frame["feasible"].any():
         best = frame.iloc[0]
-        return (f"Cheapest: {int(best['gpus'])} x {_config(best)} at batch {int(best['batch'])} "
-                f"(${best['usd_per_million_tokens']:.3g} per million output tokens).")
+        lead = {"cost": "Cheapest", "gpus": "Fewest GPUs", "throughput-per-gpu": "Most tokens/s per GPU"}[objective]
+        return (f"{lead}: {int(best['gpus'])} x {_config(best)}, {best['batch']:.0f} requests in flight a replica "
+                f"(capacity batch {int(best['capacity_batch'])}), ${best['usd_per_million_tokens']:.3g} per million "
+                "output tokens.")
     reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]
     furthest = max(reasons, key=STAGES.index)
     hit = frame[reasons == furthest]
@@ -153,11 +192,14 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model") -> 
                 f"per GPU at batch 1, against {row['rejected'].split('> ')[-1]}; use more GPUs (tp, pp) or narrower "
                 "weights.")
     if furthest == "TTFT":
-        row = hit.loc[hit["ttft_s"].idxmin()]
+        row = hit.loc[hit["ttft_alone_s"].idxmin()]
         return (f"No candidate meets TTFT {targets.ttft_s * 1e3:g} ms: the fastest prefill, {_config(row)}, takes "
-                f"{row['ttft_s'] * 1e3:.1f} ms for one prompt.")
+                f"{row['ttft_alone_s'] * 1e3:.1f} ms for one prompt" + _under_load(row) + ".")
     if furthest == "TPOT":
         row = hit.loc[hit["tpot_s"].idxmin()]
+        if _under_load(row):
+            return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms at the offered rate: the closest, "
+                    f"{_config(row)}, decodes in {row['tpot_s'] * 1e3:.2f} ms{_under_load(row)}.")
         return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms: the fastest decode step, {_config(row)} at "
                 f"batch 1, takes {row['tpot_s'] * 1e3:.2f} ms.")
     if furthest == "E2E":

@@ -218,7 +218,7 @@ def test_sweep_and_plan_carry_the_expert_format():
     assert list(bf16["experts"]) == list(bf16["weights"])  # unset: the column names the weights' format
     code, out, _ = cli("plan", "--model", "gpt-oss-120b", "--rate", "1", "--hardware", "h100-sxm", "--tp", "1",
                        "--weights", "bf16", "--experts", "mxfp4", "--top", "1")
-    assert code == 0 and "h100-sxm tp=1 bf16 (experts mxfp4)/bf16 ideal" in out
+    assert code == 0 and "h100-sxm tp=1 bf16 (experts mxfp4)/bf16 tensorrt-llm" in out  # the default engine (issue 26)
 
 
 def test_the_expert_width_is_one_letter_of_every_evaluator():

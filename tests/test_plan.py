@@ -5,32 +5,46 @@ import json
 import pytest
 
 from roofline.cli import main
-from roofline.config import load_model
 from roofline.deployment import Deployment
-from roofline.hardware import load_hardware
 from roofline.model import DECODE, decode_context
 from roofline.plan import Targets, Workload, load_prices, plan
-from roofline.precision import Precision
+from roofline.serving.load import LoadModel, Policy
 
 WORK = Workload(rate=20, prompt=2048, gen=512)
 TARGETS = Targets(ttft_s=1.0, tpot_s=0.05)
 
 
 def tpot(row, batch, work=WORK):
-    d = Deployment(load_model("llama-2-70b"), load_hardware(row["hardware"]), Precision(weights=row["weights"]),
-                   tp=int(row["tp"]))
+    d = Deployment.of("llama-2-70b", row["hardware"], weights=row["weights"], engine=row["engine"], tp=int(row["tp"]))
     return float(d.step(DECODE, float(batch), decode_context(work.prompt + work.gen / 2)).total_s)
 
 
-def test_every_kept_deployment_meets_the_targets_at_the_largest_batch_that_does():
+def under_load(row, replicas, work=WORK):
+    """The load model (not the planner) at rate / replicas, with the scheduler the row was sized for."""
+    d = Deployment.of("llama-2-70b", row["hardware"], weights=row["weights"], engine=row["engine"], tp=int(row["tp"]))
+    policy = Policy(token_budget=int(row["prefill_chunk"]), max_batch=int(row["capacity_batch"]),
+                    kv_sequences=float(row["max_batch"]))
+    state = LoadModel(d, work.prompt, work.gen, policy).at_rate([work.rate / replicas])
+    return float(state["ttft_s"][0]), float(state["tpot_s"][0])
+
+
+def test_every_kept_deployment_meets_the_targets_under_load_with_the_fewest_replicas():
     frame = plan("llama-2-70b", WORK, TARGETS, tp=(1, 2, 4), weights=("bf16", "int4"))
     kept = frame[frame["feasible"]]
-    assert len(kept) >= 3
+    assert len(kept) >= 3 and (kept["engine"] == "tensorrt-llm").all()
     for _, row in kept.iterrows():
         assert row["ttft_s"] <= TARGETS.ttft_s and row["tpot_s"] <= TARGETS.tpot_s
-        assert tpot(row, row["batch"]) == pytest.approx(row["tpot_s"])
-        assert row["batch"] == row["max_batch"] or tpot(row, row["batch"] + 1) > TARGETS.tpot_s
-        assert row["replicas"] * 1 / (WORK.gen * row["tpot_s"] / row["batch"] + row["ttft_s"]) >= WORK.rate
+        # the capacity batch is the largest meeting TPOT at the mean context, alone in its step
+        cap = row["capacity_batch"]
+        assert tpot(row, cap) == pytest.approx(row["tpot_at_capacity_s"]) and row["tpot_at_capacity_s"] <= TARGETS.tpot_s
+        assert cap == row["max_batch"] or tpot(row, cap + 1) > TARGETS.tpot_s
+        # under load: the targets hold at rate / replicas, and one replica fewer misses one (or saturates)
+        assert under_load(row, row["replicas"]) == pytest.approx((row["ttft_s"], row["tpot_s"]))
+        if row["replicas"] > 1:
+            ttft, tpot_ = under_load(row, row["replicas"] - 1)
+            assert not (ttft <= TARGETS.ttft_s and tpot_ <= TARGETS.tpot_s)
+        assert row["batch"] == pytest.approx(WORK.rate / row["replicas"] * row["e2e_s"])  # Little: in flight
+        assert row["ideal_tpot_s"] < row["tpot_s"] and row["ideal_ttft_s"] < row["ttft_s"]  # the bound
     costs = kept["usd_per_million_tokens"].to_numpy()
     assert (costs[:-1] <= costs[1:]).all()
 

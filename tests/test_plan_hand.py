@@ -1,4 +1,7 @@
-"""`roofline plan` picks what a hand calculation picks, for the reason it gives."""
+"""`roofline plan` picks what a hand calculation picks, for the reason it gives: the achievable engine
+(tensorrt-llm, data/engines/tensorrt-llm.yaml) by default, each candidate priced under its load."""
+import math
+
 import pytest
 
 from roofline.plan import Targets, Workload, load_prices, plan
@@ -6,47 +9,87 @@ from roofline.plan import Targets, Workload, load_prices, plan
 WORK = Workload(rate=3, prompt=2000, gen=500)
 TARGETS = Targets(ttft_s=1.0, tpot_s=0.040)
 
+# The tensorrt-llm profile's fitted parameters (data/engines/tensorrt-llm.yaml), rounded as the hand work uses them
+BANDWIDTH = 0.7748 * 3.35e12  # its weight GEMVs' share of the H100's 3.35 TB/s: 2.596 TB/s
+ATTENTION_BANDWIDTH = 0.8762 * 3.35e12  # decode attention's: 2.935 TB/s
+FLOPS = 0.7778 * 989.4e12  # its large GEMMs' share of the bf16 peak
+CORNER = 1.331  # an op takes (compute^p + memory^p)^(1/p)
+GQA_REREADS = 0.4119  # of a KV group's other 7 query heads, the share that read its K/V again
+ALLREDUCE_S, LAYER_S, REQUEST_S = 47.74e-6, 5e-6, 2.279e-3
 
-def test_llama_31_70b_at_3_requests_per_second_is_cheapest_on_two_h200s_because_they_hold_190_sequences():
+
+def decode_step_h100_tp8(batch: float) -> float:
+    """Llama-3.1-70B bf16 on 8 H100s at the mean context 2250, from the profile's parameters (the docstring below)."""
+    weights_memory = 141.1e9 / 8 / BANDWIDTH  # 6.80 ms
+    weights_compute = 2 * 141.1e9 / 2 / 8 * batch / FLOPS  # 2 FLOPs a parameter a token
+    weights = (weights_compute ** CORNER + weights_memory ** CORNER) ** (1 / CORNER)
+    kv = 2250 * 2 * 80 * 1 * 128 * 2 * (1 + GQA_REREADS * 7) / ATTENTION_BANDWIDTH  # one KV head a GPU
+    allreduce_bytes = 160 * 2 * 7 / 8 * 8192 * 2 / 450e9  # ring all-reduce of a token's activations, NVLink
+    norms = 2.7e-6  # two RMS norms and the SiLU's reads and writes, 80 layers (0.45 ms at batch 166)
+    return weights + 160 * ALLREDUCE_S + 80 * LAYER_S + batch * (kv + allreduce_bytes + norms)
+
+
+def test_llama_31_70b_at_3_requests_per_second_is_cheapest_on_eight_h100s_achievable_under_load():
     """Llama-3.1-70B, bf16 weights and KV, 3 requests/s of 2000-token prompts and 500-token outputs,
-    TTFT <= 1 s, TPOT <= 40 ms, H100 SXM or H200 at tp 1, 2, 4, 8 (data/hardware.json, data/prices.yaml).
+    TTFT <= 1 s, TPOT <= 40 ms, H100 SXM or H200 at tp 1, 2, 4, 8, priced by the tensorrt-llm profile.
 
-    Weights. Per layer: q and o projections 2 x 8192^2 = 134.2M, k and v 2 x 8192 x 1024 = 16.8M (8 KV heads
-    x 128), MLP 3 x 8192 x 28672 = 704.6M: 855.6M; x 80 layers = 68.45B; embedding and head 2 x 128256 x 8192
-    = 2.10B; total 70.55B parameters = 141.1 GB in bf16.
-    Memory (issue 23): what CUDA shows, less the runtime's 1 GiB (roofline.kv_memory): H100 81,559 MiB -> 84.45 GB,
-    H200 143,771 MiB -> 149.68 GB (the datasheets' 80 and 141 GB undercounted the devices: this test's numbers
-    before issue 23 used them). tp=1 fits no H100 (141.1 > 84.45 GB) but an H200 holds the weights and
-    (149.68 - 141.1 - 1.5 of a prefill chunk's workspace) / 0.819 = 8 sequences: 1 / (500 x 0.030 / 8 + 0.28)
-    = 0.47 requests/s a GPU -> 7 replicas, $28/h.
-    KV per token: 2 (K, V) x 80 layers x 8 heads x 128 x 2 bytes = 327,680 B; a sequence holds 2500 tokens:
-    819 MB, split over tp GPUs.
-    H200 tp=2: a GPU holds 70.55 GB of weights and has 149.68 - 70.55 = 79.13 GB for KV: 79.13 / 0.410 = 193
-    sequences (less a prefill chunk's workspace). Decode at the mean context 2250 reads the weights and
-    each sequence's 2250 x 163,840 B = 369 MB per GPU at 4.8 TB/s: (70.55 + 191 x 0.369) GB / 4.8 TB/s =
-    29.4 ms, plus 160 all-reduces' latency (2 x 80 x 10 us = 1.6 ms): ~31 ms < 40 ms, so memory binds
-    the batch, not TPOT. Prefill of 2000 tokens: 2 x 35.3e9 x 2000 FLOPs / 989 TFLOP/s = 0.14 s < 1 s.
-    One replica serves 1 / (500 x 0.031 / 191 + 0.14) = 4.5 requests/s >= 3: 2 GPUs x $4.00 = $8.00/h.
-    H100 tp=2: (84.45 - 70.55) GB / 0.410 GB = 33 sequences: 1 / (500 x 0.024 / 33 + 0.14) = 2.0 requests/s,
-    1 replica short of 3 -> 2 replicas, 4 GPUs x $3.24 = $12.96/h. H100 tp=4: (84.45 - 35.3) / 0.205 = 239
-    sequences, one replica (4 GPUs, $12.96/h) serves 3 requests/s. So the two H200s win, at
-    $8.00 / (3 x 500 x 3600 tokens/h) = $1.48 per million output tokens, then the four H100s at $2.40.
-    The reason: the H200's 141 GB hold the 70B weights on two GPUs with room for a large batch; two H100s
-    hold the weights but barely any KV.
+    Weights: 70.55B parameters = 141.1 GB in bf16 (q, o 2 x 8192^2, k, v 2 x 8192 x 1024, MLP 3 x 8192 x
+    28672, x 80 layers, plus embedding and head 2 x 128256 x 8192). KV: 2 x 80 layers x 8 heads x 128 x 2 B =
+    327,680 B a token; a sequence of 2500 tokens 819 MB.
+    Memory, the engine's rule (roofline.kv_memory): TensorRT-LLM gives the KV pool 0.9 of what is free after
+    the weights and a prefill chunk's workspace. H200 tp=1: (149.68 - 141.1 - 1.5) x 0.9 / 0.819 = 7 sequences
+    (it was 8 under the ideal engine's whole-room rule). H100 tp=1 holds no copy of the weights.
+
+    Capacity batch on 8 H100s (one KV head a GPU), each term from the profile:
+      weights    17.64 GB a GPU / 2.596 TB/s = 6.80 ms; their GEMMs' compute 8.82 G params x 2 x B / 769.5
+                 TFLOP/s = 22.9 us x B, the two combined at the corner p = 1.331 (9.0 ms at B = 166);
+      all-reduces  2 a layer x 80 x 47.7 us = 7.64 ms, plus 160 x 2 x 7/8 x 8192 x 2 B / 450 GB/s = 10.2 us a
+                 sequence; kernel launches 80 x 5 us = 0.40 ms;
+      KV         2250 x 2 x 80 x 128 x 2 B = 92.2 MB a sequence, read 1 + 0.412 x 7 = 3.88 times (GQA
+                 rereads) at 2.935 TB/s: 0.1218 ms a sequence;
+    so t(B) = 9.0 + 8.04 + B x 0.1347 ms, 39.5 ms at B = 166: 40 ms is crossed at B ~ 168 (the search: 166).
+    Under load at 3 requests/s on one replica (roofline.serving.load, every prompt one 2000-token chunk within
+    the 8192-token budget): decoders m = 3 x 499 x tau, a decode step t(m), a step carrying a prompt
+    86.2 ms (its prefill alone: the TTFT of a lone request, 88.5 ms, less the 2.3 ms request cost) plus the
+    decoders' m x 0.135 ms, carried by a share phi = 1 - exp(-3 tau) of the steps. The fixed point: tau = 25.6
+    ms, m = 38.3, t(m) = 20.3 ms, mixed 91.5 ms, phi = 0.074: (1 - phi) x 20.3 + phi x 91.5 = 25.6 ms;
+    TPOT ~ 25.6 ms (the model, weighting steps by their decoders: 26.6). TTFT = the wait for the step in
+    progress, E[t^2] / 2 tau with the prompts' spread (0.926 x 20.3^2 + 0.074 x (91.5^2 + 71.1^2)) / 51.2 = 26.9
+    ms, plus its own step 91.5 ms, plus the prompts arriving in the same step, 3/s x E[t^2]/tau x 2000 = 322
+    tokens at 43 us (13.9 ms), plus 2.3 ms: 134.6 ms (the model: 135.8). In flight: 3/s x (0.135 + 499 x
+    0.0266) = 40 requests, not the capacity 166.
+    One replica of 8 H100s ($3.24 an hour each) serves it: 8 x 3.24 / (3 x 500 x 3600) x 1e6 = $4.80 a million.
+    Two H200 tp=4 replicas (8 x $4.00) and four H100 tp=2 (8 GPUs but 4 replicas, each 9 sequences) cost more
+    or hold less; the ideal engine would price the same layout at a third of the TPOT: a bound, not a row.
     """
     prices = load_prices()
     frame = plan("llama-3.1-70b", WORK, TARGETS, hardware=("h100-sxm", "h200"), tp=(1, 2, 4, 8), weights=("bf16",))
-    best, second = frame.iloc[0], frame.iloc[1]
-    assert (best["hardware"], best["tp"], best["replicas"], best["gpus"]) == ("h200", 2, 1, 2)
-    assert best["binding"] == "memory"  # the batch is what fits, and TPOT has room
-    assert best["max_batch"] == pytest.approx(191, abs=4)
-    assert best["tpot_s"] == pytest.approx((70.55e9 + best["batch"] * 2250 * 163840) / 4.8e12 + 1.6e-3, rel=0.08)
-    assert best["tpot_s"] < TARGETS.tpot_s
-    assert best["usd_per_million_tokens"] == pytest.approx(2 * prices["h200"] / (3 * 500 * 3600) * 1e6)
-    assert (second["hardware"], second["tp"], second["gpus"]) == ("h100-sxm", 4, 4)
-    h100_tp2 = frame[(frame["hardware"] == "h100-sxm") & (frame["tp"] == 2)].iloc[0]
-    assert h100_tp2["max_batch"] == pytest.approx(33, abs=3) and h100_tp2["replicas"] == 2
+    assert set(frame["engine"]) == {"tensorrt-llm"}  # the default; ideal is only the ideal_* columns
+    best = frame.iloc[0]
+    assert (best["hardware"], best["tp"], best["replicas"], best["gpus"]) == ("h100-sxm", 8, 1, 8)
+    assert best["usd_per_million_tokens"] == pytest.approx(8 * prices["h100-sxm"] / (3 * 500 * 3600) * 1e6)
+    # the capacity batch where the hand's t(B) crosses 40 ms
+    crossing = next(b for b in range(1, 400) if decode_step_h100_tp8(b + 1) > TARGETS.tpot_s)
+    assert crossing == pytest.approx(168, abs=2)
+    assert best["capacity_batch"] == pytest.approx(crossing, rel=0.03) and best["binding"] == "TPOT"
+    assert best["tpot_at_capacity_s"] == pytest.approx(decode_step_h100_tp8(best["capacity_batch"]), rel=0.02)
+    # under load: the fixed point tau = (1 - phi) t(m) + phi (prefill + m x per-sequence), m = 3 x 499 x tau
+    per_sequence = decode_step_h100_tp8(1) - decode_step_h100_tp8(0)
+    tau = 0.02
+    for _ in range(50):
+        m, phi = 3 * 499 * tau, -math.expm1(-3 * tau)
+        mixed = 0.0862 + m * per_sequence
+        tau = (1 - phi) * decode_step_h100_tp8(m) + phi * mixed
+    assert tau == pytest.approx(0.0256, rel=0.01)
+    assert best["tpot_s"] == pytest.approx(tau, rel=0.05) and best["tpot_s"] > decode_step_h100_tp8(m)
+    second_moment = (1 - phi) * decode_step_h100_tp8(m) ** 2 + phi * (mixed ** 2 + (mixed - decode_step_h100_tp8(m)) ** 2)
+    beside = 3 * second_moment / tau * 2000 * (0.0862 / 2000)  # prompts arriving in its step: their tokens x 43 us
+    ttft = second_moment / (2 * tau) + mixed + beside + REQUEST_S
+    assert best["ttft_s"] == pytest.approx(ttft, rel=0.08) and best["ttft_alone_s"] == pytest.approx(0.0885, rel=0.02)
+    assert best["batch"] == pytest.approx(3 * (best["ttft_s"] + 499 * best["tpot_s"]))  # Little, ~40 in flight
+    assert best["batch"] == pytest.approx(40, abs=2) and best["capacity_batch"] > 4 * best["batch"]
+    assert best["ideal_tpot_s"] < best["tpot_s"] / 2  # the bound beside the row
     tp1 = frame[(frame["hardware"] == "h100-sxm") & (frame["tp"] == 1)].iloc[0]
     assert not tp1["feasible"] and tp1["rejected"].startswith("memory")
     tp1 = frame[(frame["hardware"] == "h200") & (frame["tp"] == 1)].iloc[0]
-    assert tp1["feasible"] and tp1["max_batch"] == pytest.approx(8, abs=1) and tp1["replicas"] == 7
+    assert tp1["feasible"] and tp1["max_batch"] == 7

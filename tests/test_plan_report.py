@@ -11,13 +11,14 @@ def test_the_report_plan_section_is_the_librarys_plan(tmp_path):
     assert main(argv) == 0
     text = (tmp_path / "report.md").read_text()
     assert "## 8. Plan: what serves 3 requests/s" in text
-    # batch 191 (170 before issue 23: the H200's datasheet 141e9 bytes in place of the 150.75e9 CUDA shows)
-    assert "Cheapest: 2 x h200 tp=2 bf16/bf16 ideal at batch 191" in text
+    # issue 26: priced by tensorrt-llm under load (tests/test_plan_hand.py works it); it was "2 x h200 tp=2 ...
+    # ideal at batch 191", the ideal bound's capacity batch, which no engine reaches
+    assert "Cheapest: 8 x h100-sxm tp=8 bf16/bf16 tensorrt-llm, 40 requests in flight a replica" in text
     assert "largest batch within TPOT B = floor(" in text and "TP break-even" in text
     frame = plan("llama-3.1-70b", Workload(3, 2000, 500), Targets(1.0, 0.04), ("h100-sxm", "h200"), (1, 2, 4, 8),
                  ("bf16",), kv=("bf16",))
     data = json.loads((tmp_path / "results.json").read_text())["plan"]
-    assert data["verdict"].startswith("Cheapest: 2 x h200")
+    assert data["verdict"].startswith("Cheapest: 8 x h100-sxm")
     kept = [row for row in data["candidates"] if row["feasible"]]
     assert [r["usd_per_million_tokens"] for r in kept] == list(frame.loc[frame["feasible"], "usd_per_million_tokens"])
 

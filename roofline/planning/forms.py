@@ -81,5 +81,5 @@ def explain(frame, work, targets, rows: int = 3) -> list[tuple[dict, Crossover, 
     for _, row in best.iterrows():
         d = row["deployment"]
         out.append((row.to_dict(), largest_batch(d, work.prompt_mean, work.gen_mean, targets.tpot_s),
-                    tp_breakeven(d, int(row["batch"]), work.prompt_mean)))
+                    tp_breakeven(d, int(row["capacity_batch"]), work.prompt_mean)))
     return out

@@ -1,7 +1,7 @@
 """The percentile check of `plan`'s frontier: the cheapest candidates per hardware served request by request.
 
 Each replica gets rate / replicas of Poisson arrivals with the workload's length distributions, served by
-roofline.serving.batching.simulate_continuous at the candidate's batch (its TPOT-meeting batch as the cap),
+roofline.serving.batching.simulate_continuous at the candidate's batch (its capacity batch as the cap),
 its KV budget (the search's: max batch sequences of the mean length, for any tp, pp, ep) and its prefill chunk. A candidate is
 kept when the simulated percentile of TTFT, TPOT (and E2E) meets the targets. A replica that falls behind its
 arrivals fails on TTFT: its queue grows over the run. (Result.overloaded, served over the whole makespan,
@@ -34,7 +34,7 @@ def simulate_row(row, work, percentile: float, requests: int, seed: int, progres
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
     try:
-        result = simulate_continuous(reqs, StepCost(d), int(row["batch"]), capacity, BLOCK, chunk, progress)
+        result = simulate_continuous(reqs, StepCost(d), int(row["capacity_batch"]), capacity, BLOCK, chunk, progress)
     except ValueError as err:  # a sampled request longer than the KV budget
         return {"sim_error": str(err)}
     out = {"sim_error": ""}

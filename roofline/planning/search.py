@@ -8,11 +8,14 @@ first part is a Deployment; for it the search asks the Deployment for
   TPOT     the decode step at the mean context P + G/2 at every batch that fits, in one call (past
            WHOLE_GRID, a geometric grid, then every batch in the bracket where the target is crossed):
            TPOT grows with B, so the largest B meeting it is exact; a batch cap or a smaller memory limit clips it.
-Load: a replica serves 1 / (G TPOT(B) / B + TTFT) requests/s (each request's G decode slots shared by B,
-its prefill alone); replicas = ceil(rate / that); GPUs = replicas x tp x pp x ep.
+Load: that largest batch is the capacity batch (the scheduler's running-sequence cap); the candidate is then
+priced under load by roofline.planning.under_load: the fewest replicas whose steady state at rate / replicas
+(roofline.serving.load: queueing, prefill chunks sharing steps with decoders) meets TTFT, TPOT and E2E;
+GPUs = replicas x tp x pp x ep. Its capacity, 1 / (G TPOT(B) / B + TTFT) requests/s a replica at the capacity
+batch, is the tie-break (the headroom), and the first guess of the replica count.
 Cost per million output tokens = GPUs x $/GPU-hour / (rate x G x 3600) x 1e6, at the offered load.
-Left out: queueing (roofline.planning.frontier simulates it for the percentiles), prefill sharing a step
-with decode, pipeline micro-batches (a pipeline runs one batch through its stages: TPOT is their sum).
+Left out: spread lengths and preemption (roofline.planning.frontier simulates them for the percentiles),
+pipeline micro-batches (a pipeline runs one batch through its stages: TPOT is their sum).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from ..bounds import BOUNDS
 from ..deployment import Deployment
 from ..memory import memory
 from ..model import DECODE, PREFILL, decode_context
+from .under_load import bound_at, fewest_replicas, load_model, policy_of
 
 WHOLE_GRID = 2048  # up to this many batches fit in memory: price them all in one call
 COARSE_POINTS = 48  # past it a geometric grid, neighbours (max batch)^(1/47) apart (~19% at 4096), then the bracket
@@ -42,6 +46,7 @@ class Core:
     tpot_s: np.ndarray | None = None  # TPOT at each
     bound: np.ndarray | None = None  # binding resource index at each
     need_bytes: float = math.nan  # one GPU's bytes at batch 1 (for the one-sentence verdict)
+    ideal: Deployment | None = None  # the same layout under the ideal engine: the bound beside each row
 
 
 def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
@@ -72,7 +77,9 @@ def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_targ
     ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.engine.request_overhead_s
     extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
     best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
-    return Core(d, "", ttft, max_batch, best, grid, times, bounds, need)
+    ideal = None if engine_name == "ideal" else Deployment.of(
+        model, hw, weights=weights, kv=kv, experts=experts, engine="ideal", tp=tp, pp=pp, ep=ep)
+    return Core(d, "", ttft, max_batch, best, grid, times, bounds, need, ideal)
 
 
 def _decode(d: Deployment, batches: np.ndarray, context: float) -> tuple[np.ndarray, np.ndarray]:
@@ -103,8 +110,10 @@ def largest_within(d: Deployment, context: float, top: int, target: float, extra
     return (best, *(np.concatenate(pair)[order] for pair in ((grid, fine), (times, fine_times), (bounds, fine_bounds))))
 
 
-def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: int | None = None) -> list[dict]:
-    """One row per (batch cap, prefill chunk) of a Deployment's answers; more GPUs than max_gpus is a rejection."""
+def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: int | None = None,
+            fixed: int | None = None) -> list[dict]:
+    """One row per (batch cap, prefill chunk) of a Deployment's answers, priced under load at the fewest replicas
+    meeting the targets (or `fixed` replicas); more GPUs than max_gpus is a rejection."""
     out = []
     gen = work.gen_mean
     for chunk in chunks:
@@ -122,9 +131,9 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
             row.update(max_batch=fit, memory_bytes_batch1=c.need_bytes)
             if limit < 1:
                 row["rejected"] = (f"memory: {c.need_bytes / 1e9:.1f} GB at batch 1 > "
-                                   f"{c.d.hardware.memory_bytes / 1e9:.0f} GB per GPU")
+                                   f"{c.d.hardware.capacity_bytes / 1e9:.0f} GB per GPU")
                 continue
-            row["ttft_s"] = c.ttft_s
+            row["ttft_s"] = row["ttft_alone_s"] = c.ttft_s
             if c.ttft_s > targets.ttft_s:
                 row["rejected"] = f"TTFT: {c.ttft_s * 1e3:.1f} ms at batch 1 > {targets.ttft_s * 1e3:g} ms"
                 continue
@@ -135,24 +144,28 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
             if batch < 1:
                 row["rejected"] = f"TPOT: {tpot * 1e3:.2f} ms at batch 1 > {targets.tpot_s * 1e3:g} ms"
                 continue
-            e2e = c.ttft_s + (gen - 1) * tpot
-            row["e2e_s"] = e2e
-            if targets.e2e_s is not None and e2e > targets.e2e_s:
-                row["rejected"] = f"E2E: {e2e:.2f} s at batch {batch} > {targets.e2e_s:g} s"
-                continue
-            per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s
-            replicas = math.ceil(work.rate / per_replica)
+            per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s, the capacity formula
+            row.update(capacity_batch=batch, tpot_at_capacity_s=tpot)
+            policy = policy_of(batch, fit, chunk, int(round(work.prompt_mean)))
+            found = fewest_replicas(load_model(c.d, work, policy), work.rate, targets,
+                                    math.ceil(work.rate / per_replica), fixed)
+            replicas = found.pop("replicas")
             gpus = replicas * c.d.gpus_per_replica
-            row.update(batch=batch, replicas=replicas, gpus=gpus)
+            row.update(found, replicas=replicas, gpus=gpus, ttft_s=found.get("ttft_s", math.nan),
+                       tpot_s=found.get("tpot_s", math.nan))
+            row.update(bound_at(c.ideal, work, policy, work.rate / replicas))
+            if "rejected" in found:
+                continue
+            row["batch"] = row.pop("in_flight")
             if max_gpus is not None and gpus > max_gpus:
                 row["rejected"] = f"GPUs: {gpus} needed ({replicas} replicas of {c.d.gpus_per_replica}) > {max_gpus}"
                 continue
             tokens_per_s = work.rate * gen
-            row.update(feasible=True, rejected="", batch=batch, replicas=replicas, gpus=gpus,
+            row.update(feasible=True, rejected="",
                        usd_per_hour=gpus * price, usd_per_million_tokens=gpus * price / (tokens_per_s * 3600) * 1e6,
                        tokens_per_s_per_gpu=tokens_per_s / gpus,
-                       capacity_tokens_per_s_per_gpu=per_replica * replicas * gen / gpus,
-                       decode_bound=BOUNDS[int(c.bound[i])], ttft_headroom=1 - c.ttft_s / targets.ttft_s,
-                       tpot_headroom=1 - tpot / targets.tpot_s)
+                       capacity_tokens_per_s_per_gpu=per_replica * gen / c.d.gpus_per_replica,
+                       decode_bound=BOUNDS[int(c.bound[i])], ttft_headroom=1 - row["ttft_s"] / targets.ttft_s,
+                       tpot_headroom=1 - row["tpot_s"] / targets.tpot_s)
             row["binding"] = "memory" if batch == fit else ("batch cap" if batch == cap else "TPOT")
     return out

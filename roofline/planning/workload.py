@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +26,8 @@ class Lengths:
     kind: str
     mean: float
     samples: tuple = ()
+    origin: str = field(default="", compare=False)  # the file the samples came from
+    lines: tuple = field(default=(), compare=False)  # each sample's line in it
 
     def __post_init__(self):
         if self.kind not in (FIXED, EXPONENTIAL, SAMPLES):
@@ -37,11 +40,22 @@ class Lengths:
         return value if isinstance(value, Lengths) else cls(FIXED, float(value))
 
     @classmethod
-    def from_samples(cls, values) -> "Lengths":
+    def from_samples(cls, values, origin: str = "", lines=()) -> "Lengths":
         values = tuple(int(v) for v in values)
         if not values:
             raise ValueError("lengths: no samples given")
-        return cls(SAMPLES, float(np.mean(values)), values)
+        return cls(SAMPLES, float(np.mean(values)), values, origin, tuple(lines))
+
+    @property
+    def longest(self) -> float:
+        """The longest request the search or the simulation prices (an exponential's mean: its tail is unbounded)."""
+        return float(max(self.samples)) if self.samples else self.mean
+
+    def where_longest(self) -> str:
+        """'FILE, line N: ' naming the longest sample, or '' when the lengths came from no file."""
+        if not (self.origin and self.lines):
+            return ""
+        return f"{self.origin}, line {self.lines[int(np.argmax(self.samples))]}: "
 
     def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
         if self.kind == FIXED:
@@ -71,9 +85,11 @@ class Workload:
         return Lengths.of(self.gen).mean
 
     def check(self) -> None:
-        if not (0 < self.rate <= MAX_RATE and self.prompt_mean >= 1 and self.gen_mean >= 1):
-            raise ValueError(f"workload: 0 < rate <= {MAX_RATE:g} requests/s, prompt >= 1 and gen >= 1 are needed, "
-                             f"got {self}")
+        if not (math.isfinite(self.rate) and 0 < self.rate <= MAX_RATE):
+            raise ValueError(f"rate: must be a finite number of requests/s in (0, {MAX_RATE:g}], got {self.rate!r}; "
+                             "fix: e.g. --rate 3")
+        if not (self.prompt_mean >= 1 and self.gen_mean >= 1):
+            raise ValueError(f"workload: prompt >= 1 and gen >= 1 tokens are needed, got {self}")
 
 
 def parse_lengths(text: str, flag: str, read=None) -> Lengths:
@@ -105,7 +121,7 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
         start, index = 1, header.index(column)
     elif not header or not header[0].strip().lstrip("-").isdigit():
         start = 1  # a header row
-    values = []
+    values, lines = [], []
     for line, row in enumerate(rows[start:], start=start + 1):
         if not row:
             continue
@@ -115,6 +131,7 @@ def lengths_from_csv(text: str, name: str, column: str | None = None) -> Lengths
             raise ValueError(f"{name}, line {line}, {field}: expected a whole number of tokens >= 1, got {cell!r}; "
                              f"fix: correct that cell (1 to {MAX_TOKENS} tokens)")
         values.append(int(cell))
+        lines.append(line)
     if not values:
         raise ValueError(f"{name}: no token lengths, only a header; fix: add one whole number of tokens per line")
-    return Lengths.from_samples(values)
+    return Lengths.from_samples(values, name, lines)

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 import pandas as pd
 import sympy as sp
 
-from ..plan import Targets, Workload, plan, verdict
+from ..plan import DEFAULT_ENGINE, Targets, Workload, plan, verdict
 from ..planning.forms import explain
 from .fmt import fmt_number, fmt_seconds
 
-SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "batch": "batch",
+SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "engine": "engine",
+         "batch": "in flight", "capacity_batch": "capacity batch",
          "binding": "batch set by", "replicas": "replicas", "gpus": "GPUs",
          "usd_per_million_tokens": "$ / M output tokens", "ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)",
+         "ideal_ttft_s": "ideal TTFT (s)", "ideal_tpot_s": "ideal TPOT (s)",
          "ttft_headroom": "TTFT headroom", "tpot_headroom": "TPOT headroom", "decode_bound": "decode bound"}
 TOP = 8
 
@@ -33,11 +35,16 @@ class PlanSection:
     forms: list  # (row, largest batch Crossover, TP break-even Crossover) per device's cheapest
 
 
+def _engine(name: str | None) -> str:
+    """The report's engine, or the default fitted one when the report prices the ideal bound alone."""
+    return DEFAULT_ENGINE if name in (None, "ideal") else name
+
+
 def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: float, tpot_s: float,
                  e2e_s: float | None = None) -> PlanSection:
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
-                 (inputs.get("engine") or "ideal",), kv=(precision.kv,), experts=precision.experts)
+                 (_engine(inputs.get("engine")),), kv=(precision.kv,), experts=precision.experts)
     found = (explain(frame, work, targets, len(devices))
              if frame["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
@@ -54,8 +61,9 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
     e2e = "" if t.e2e_s is None else f", E2E {fmt_seconds(t.e2e_s)}"
     blocks = [("h", 2, f"{number}. Plan: what serves {w.rate:g} requests/s"),
               ("p", (f"roofline.plan over these devices at tp 1, 2, 4, 8: each candidate must fit in memory, meet "
-                     f"TTFT {fmt_seconds(t.ttft_s)} and TPOT {fmt_seconds(t.tpot_s)}{e2e} (means, no queueing) at the "
-                     "largest batch that does, with replicas for the rate; ranked by $ per million output tokens "
+                     f"TTFT {fmt_seconds(t.ttft_s)} and TPOT {fmt_seconds(t.tpot_s)}{e2e} (means under load: "
+                     "queueing and prefill sharing steps, roofline.serving.load) with the fewest replicas that do, "
+                     "the running batch capped at the largest meeting TPOT; ranked by $ per million output tokens "
                      "from data/prices.yaml (each price with its source).")),
               ("p", section.sentence)]
     kept = section.frame[section.frame["feasible"]].head(TOP)
@@ -70,8 +78,8 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
         given = ", ".join(f"{k} = {v:.4g}" for k, v in batch.given.items())
         blocks.append(("list", [
             f"{row['hardware']} tp={int(row['tp'])}: largest batch within TPOT {_equation(batch.expression)} = "
-            f"{fmt_number(batch.value, 6)} (with {given}{'; ' + batch.note if batch.note else ''}); it runs at "
-            f"{int(row['batch'])}, set by {row['binding']}",
+            f"{fmt_number(batch.value, 6)} (with {given}{'; ' + batch.note if batch.note else ''}); capacity "
+            f"batch {int(row['capacity_batch'])}, set by {row['binding']}",
             f"{row['hardware']}: TP break-even {_equation(tp.expression)} = {fmt_number(tp.value)} (past it a split saves more "
             f"memory time than its all-reduces cost; {tp.note})"]))
     return blocks
