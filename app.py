@@ -28,9 +28,9 @@ import validation.records as validation_records
 from roofline.serving import crossovers, speculation
 from roofline.serving.load import Policy, at_load, kv_sequences
 from roofline.engine import ENGINES_DIR, IDEAL, harness_profiles, read_engine_file, transfer_profile
-from roofline.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW, config_from_json
-from roofline.config_state import STATE_FAMILIES
-from roofline.constant_state import attention_twin, cache_against_context, layer_kind_table
+from roofline.models.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW, config_from_json
+from roofline.models.config_state import STATE_FAMILIES
+from roofline.serving.constant_state import attention_twin, cache_against_context, layer_kind_table
 from roofline.views import plots
 from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
 from roofline.memory import DEFAULT_PREFILL_CHUNK
@@ -841,7 +841,7 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
 def page_plan(analysis: Analysis, setup: Setup) -> None:
     """The cheapest deployments of this model that meet TTFT and TPOT at a request rate (roofline.plan)."""
     import altair as alt
-    from roofline.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
+    from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
     prices = load_prices()
     columns = st.columns(3)
     rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")

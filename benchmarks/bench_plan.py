@@ -21,13 +21,13 @@ import time
 
 import numpy as np
 
-from roofline.config import load_model
+from roofline.models.config import load_model
 from roofline.deployment import Deployment
 from roofline.evaluate import evaluate
 from roofline.memory import memory
 from roofline.hardware import load_hardware
 from roofline.model import DECODE, decode_context
-from roofline.plan import Targets, Workload, plan
+from roofline.planning.plan import Targets, Workload, plan
 
 SPACE = dict(hardware=("h100-sxm", "h200", "a100-80gb"), tp=(1, 2, 4, 8), pp=(1, 2),
              weights=("bf16", "fp8", "int8", "int4"), kv=("bf16", "fp8"),

@@ -8,13 +8,13 @@ achievable roofs, a harness fit or a serving engine) and their loaders. The core
 """
 from .api import METRIC_DEFINITIONS, Analysis, analyze, sweep
 from .bounds import BOUNDS
-from .config import ModelConfig, bundled_models, load_model
+from .models.config import ModelConfig, bundled_models, load_model
 from .cost import Cost
 from .deployment import Deployment
 from .engine import Engine, load_engine
 from .hardware import Hardware, bundled_hardware, load_hardware
 from .model import Options
-from .plan import plan
+from .planning.plan import plan
 from .precision import Precision
 from .serving.expert_parallel import analyze_expert_parallel
 from .serving.pipeline import analyze_pipeline

@@ -9,7 +9,7 @@ import pandas as pd
 
 from .bounds import BOUNDS, COMMUNICATION, to_shape
 from .compiled import COMPONENTS
-from .config import ModelConfig, check_context
+from .models.config import ModelConfig, check_context
 from .cost import BYTE_CATEGORIES
 from .deployment import COLLECTIVE_GROUPS, OVERHEAD_GROUP, Deployment
 from .engine import Engine
@@ -17,7 +17,7 @@ from .evaluate import evaluate
 from .hardware import Hardware
 from .model import DECODE, PREFILL, Options, decode_context
 from .memory import DEFAULT_PREFILL_CHUNK
-from .gap import decode_gap
+from .serving.gap import decode_gap
 from .precision import Precision
 
 METRIC_DEFINITIONS = {
@@ -123,7 +123,7 @@ class Analysis:
         return decode.groupby("term", sort=False)["time_s"].sum()
 
     def engine_gap(self, batch: int, prompt: int) -> pd.Series:
-        """Seconds of one decode step the engine adds to the ideal bound, by named term (roofline.gap)."""
+        """Seconds of one decode step the engine adds to the ideal bound, by named term (roofline.serving.gap)."""
         return decode_gap(self.deployment, batch, prompt)
 
 

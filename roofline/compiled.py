@@ -11,7 +11,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .config import ModelConfig
+from .models.config import ModelConfig
 from .cost import BYTE_CATEGORIES
 from .model import DECODE, PREFILL, QUERIES, Options, PlacedOp, kv_cache_expr, parameter_count, phase_ops
 from .model import routed_parameter_count, state_bytes_expr

@@ -22,7 +22,7 @@ import numpy as np
 
 from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
-from .config import MOE, ModelConfig, load_model
+from .models.config import MOE, ModelConfig, load_model
 from .engine import IDEAL, Engine, load_engine
 from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,

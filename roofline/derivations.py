@@ -8,7 +8,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import ops as o
-from .config import ModelConfig
+from .models.config import ModelConfig
 from .hardware import Hardware
 from .model import DECODE, Options, dimensions, phase_ops
 from .precision import Precision

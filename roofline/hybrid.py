@@ -7,7 +7,7 @@ Mamba-1, gated DeltaNet, lightning attention, or Falcon-H1's attention and Mamba
 from __future__ import annotations
 
 from . import state_ops as so
-from .config import DELTANET, LINEAR, MAMBA, MAMBA2, ModelConfig
+from .models.config import DELTANET, LINEAR, MAMBA, MAMBA2, ModelConfig
 from .cost import Cost
 from .ops import Op, linear, tokens
 from .symbols import D, H, N, b_a

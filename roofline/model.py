@@ -12,8 +12,8 @@ import sympy as sp
 
 from . import ops as o
 from . import hybrid, sparse_ops
-from .config import (CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig,
-                     dense_fraction)
+from .models.config import (CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig,
+                            dense_fraction)
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
 from .symbols import Di, Dl, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import sympy as sp
 
-from .config import CHUNKED, WINDOW, ModelConfig
+from .models.config import CHUNKED, WINDOW, ModelConfig
 from .hardware import Hardware
 from .model import DECODE, Options, layer_group, phase_ops, routed_parameter_count
 from .ops import EXPERT_MATMUL

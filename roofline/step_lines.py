@@ -16,7 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .config import MOE
+from .models.config import MOE
 from .deployment import Deployment
 from .model import DECODE
 

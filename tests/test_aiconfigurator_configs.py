@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from roofline import ModelConfig
-from roofline.config import UNMODELLED
+from roofline.models.config import UNMODELLED
 from roofline.model import active_parameter_count, parameter_count
 
 CONFIGS = Path(__file__).parent / "data" / "aiconfigurator_configs"

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 import roofline  # noqa: E402
 from roofline import load_model  # noqa: E402
 from roofline import engine as engines  # noqa: E402
-from roofline.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
+from roofline.models.config import GLOBAL, MODELS_DIR, WINDOW  # noqa: E402
 from roofline.views import plots  # noqa: E402
 from roofline.views.fmt import fmt_bytes, fmt_rate, fmt_seconds  # noqa: E402
 from roofline.precision import Precision  # noqa: E402
@@ -514,7 +514,7 @@ def test_an_engine_gives_its_estimate_with_the_ideal_bound_and_the_gap_by_term()
 
 
 def test_the_plan_page_ranks_what_the_library_ranks_and_marks_its_pareto_frontier():
-    from roofline.plan import Targets, Workload, load_prices, pareto, plan
+    from roofline.planning.plan import Targets, Workload, load_prices, pareto, plan
     at = start()
     at.radio(key="page").set_value("Plan").run()
     clean(at)

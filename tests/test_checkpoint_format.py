@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from roofline import load_model
-from roofline.checkpoint_format import load_shipped_precision, shipped_precision
+from roofline.models.checkpoint_format import load_shipped_precision, shipped_precision
 from roofline.cli import main
 from roofline.model import parameter_count, routed_parameter_count
 from roofline.precision import Precision

@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 from hf_reference import hf_visible_keys  # noqa: E402
 
 from roofline import load_model  # noqa: E402
-from roofline.config import CHUNKED  # noqa: E402
+from roofline.models.config import CHUNKED  # noqa: E402
 from roofline.model import kv_cache_expr  # noqa: E402
 from roofline.ops import causal_pairs, chunk_keys, chunk_pairs  # noqa: E402
 from roofline.symbols import B, S, T, W, Wc, b_kv  # noqa: E402

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from roofline.cli import main
-from roofline.config import load_model
+from roofline.models.config import load_model
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
 from roofline.hardware import load_hardware

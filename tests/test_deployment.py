@@ -13,7 +13,7 @@ import pytest
 from roofline import Engine, Precision, analyze, load_hardware, load_model, speculate, sweep
 from roofline.api import analysis_of
 from roofline.engine import load_engine
-from roofline.gap import decode_gap
+from roofline.serving.gap import decode_gap
 from roofline.planning.forms import largest_batch, tp_breakeven
 from roofline.serving import crossovers as x
 from roofline.serving.batching import Workload, simulate
@@ -125,7 +125,7 @@ def test_analysis_at_other_batches_is_analyze_at_those_batches():
 def test_every_engine_parameter_a_decode_step_reads_is_one_term_of_the_gap():
     """A parameter added to Engine and left out of gap.TERMS would be priced in no stage (or hide in another)."""
     from roofline.engine import PARAMETERS, QUANTIZED
-    from roofline.gap import NOT_IN_DECODE, TERMS
+    from roofline.serving.gap import NOT_IN_DECODE, TERMS
     named = [p for _, fields in TERMS for p in fields]
     assert len(named) == len(set(named))  # each in one term
     assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED}

@@ -11,11 +11,11 @@ import roofline
 from roofline.cli import main
 from roofline.deployment import Deployment
 from roofline.engine import Engine, load_engine
-from roofline.engine_fit import fit_engine, get, leave_one_out, pinning, summary
+from roofline.fitting.engine_fit import fit_engine, get, leave_one_out, pinning, summary
 from roofline.evaluate import evaluate
 from roofline.hardware import load_hardware
-from roofline.config import load_model
-from roofline.published import read_rows
+from roofline.models.config import load_model
+from roofline.fitting.published import read_rows
 
 A100 = load_hardware("a100-80gb")
 GPT_FAST_LIKE = Engine(name="truth", framework="gpt-fast", bandwidth_efficiency=0.7, layer_overhead_s=20e-6,
@@ -146,8 +146,8 @@ def test_a_malformed_published_row_names_its_line(tmp_path):
 
 def test_the_fit_recovers_an_engine_that_generated_the_rows():
     rows = [r for r in read_rows() if r.framework.startswith("gpt-fast")]
-    truth = {r.line: roofline.published.predict(r, GPT_FAST_LIKE) for r in rows}
-    synthetic = [roofline.published.Row(**{**r.__dict__, "value": truth[r.line]}) for r in rows]
+    truth = {r.line: roofline.fitting.published.predict(r, GPT_FAST_LIKE) for r in rows}
+    synthetic = [roofline.fitting.published.Row(**{**r.__dict__, "value": truth[r.line]}) for r in rows]
     prior = Engine(name="prior", framework="gpt-fast", bandwidth_efficiency=0.9, layer_overhead_s=5e-6,
                    allreduce_latency_s=5e-6, quantized_efficiency={"int8": 0.9, "int4": 0.9})
     names = ["bandwidth_efficiency", "layer_overhead_s", "allreduce_latency_s", "quantized_efficiency.int8",
@@ -163,7 +163,7 @@ def test_pinning_is_tight_where_rows_separate_parameters_and_weak_where_they_tra
     """gpt-fast's int4 rows see only the product of the 16-bit and int4 GEMV efficiencies: fitted on those
     rows alone, the two trade freely (weak); the int4 share is pinned once the bf16 rows fix the other."""
     rows = [r for r in read_rows() if r.framework.startswith("gpt-fast")]
-    synthetic = [roofline.published.Row(**{**r.__dict__, "value": roofline.published.predict(r, GPT_FAST_LIKE)})
+    synthetic = [roofline.fitting.published.Row(**{**r.__dict__, "value": roofline.fitting.published.predict(r, GPT_FAST_LIKE)})
                  for r in rows]
     names = ["bandwidth_efficiency", "quantized_efficiency.int4"]
     prior = dataclasses.replace(GPT_FAST_LIKE, bandwidth_efficiency=0.9,
@@ -202,7 +202,7 @@ def test_shipped_batch1_profiles_meet_the_leave_one_out_targets(name):
         warnings.simplefilter("ignore")
         result = summary(rows, leave_one_out(engine, rows, list(engine.fit)))["batch-1 decode"]
     assert result["median"] <= 0.10 and result["p90"] <= 0.25
-    ideal = summary(rows, roofline.published.errors(rows, Engine()))["batch-1 decode"]
+    ideal = summary(rows, roofline.fitting.published.errors(rows, Engine()))["batch-1 decode"]
     assert ideal["median"] > 0.5  # the bound alone misses these rows by far
 
 
@@ -301,7 +301,7 @@ def test_crossovers_price_the_engine(capsys):
 
 def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp_path):
     from roofline.views.render import markdown
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     plain = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False))
     with_engine = markdown(build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp"))
     assert "Achievable with" not in plain and "## 8. Achievable with llama.cpp" in with_engine
@@ -310,7 +310,7 @@ def test_the_report_gains_an_achievable_section_with_an_engine_and_only_then(tmp
 
 def test_the_report_draws_the_engine_gap_as_a_waterfall(tmp_path):
     from roofline.views.render import markdown
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     study = build_study("llama-2-7b", "a100-80gb", batch=[1], engine="tensorrt-llm")
     assert study.figures["engine-gap-a100-80gb.png"][:4] == b"\x89PNG"
     text = markdown(study)
@@ -319,7 +319,7 @@ def test_the_report_draws_the_engine_gap_as_a_waterfall(tmp_path):
 
 def test_the_report_scores_the_engine_on_the_published_rows_as_roofline_accuracy_does(capsys):
     from roofline.views.render import markdown
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     study = build_study("llama-2-7b", "a100-80gb", batch=[1], engine="llama.cpp")
     assert study.figures["engine-accuracy.png"][:4] == b"\x89PNG"
     assert main(["accuracy", "--engine", "llama.cpp", "--json"]) == 0

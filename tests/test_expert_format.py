@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from roofline import Precision, analyze, load_hardware, load_model, plan, sweep
+from roofline import Precision, analyze, load_hardware, load_model, sweep
+from roofline.planning import plan
 from roofline.bounds import Roofs
 from roofline.cli import main
 from roofline.deployment import Deployment
 from roofline.engine import Engine
 from roofline.model import DECODE
 from roofline.ops import EXPERT_MATMUL, WEIGHT_MATMUL
-from roofline.plan import Targets, Workload
+from roofline.planning.plan import Targets, Workload
 from roofline.precision import element_bytes
 from roofline.serving.crossovers import expert_critical_batch, kv_equals_weights_context
 from roofline.sharding import is_routed
@@ -238,7 +239,7 @@ def test_a_dense_draft_of_an_moe_target_with_an_expert_format_drafts_in_the_weig
 
 def test_the_report_names_the_expert_format_and_prices_it():
     from roofline.views.render import results_frame
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     study = build_study("gpt-oss-20b", "h100-sxm", batch=(1,), plots=False, experts="mxfp4")
     frame = results_frame(study)
     assert study.inputs["experts"] == "mxfp4" and set(frame["experts"]) == {"mxfp4"}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from roofline import analyze, sweep
 from roofline.cli import main
-from roofline.config import MODELS_DIR, ModelConfig, bundled_models
+from roofline.models.config import MODELS_DIR, ModelConfig, bundled_models
 from roofline.hardware import HARDWARE_FILE, read_hardware_file
 
 BAD_VALUES = st.one_of(

@@ -18,7 +18,7 @@ from hf_reference import (STATE_CASES, TINY_CONFIGS, hf_flops, hf_kv_cache_bytes
                           hf_parameter_count)
 
 from roofline import ModelConfig, Options, bundled_models, load_model  # noqa: E402
-from roofline.config import MODELS_DIR  # noqa: E402
+from roofline.models.config import MODELS_DIR  # noqa: E402
 from roofline.compiled import FLOPS_ROW, compile_model  # noqa: E402
 from roofline.model import parameter_count  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("huggingface_hub")
 
 from roofline.cli import main  # noqa: E402
-from roofline.config import MODELS_DIR, load_model  # noqa: E402
+from roofline.models.config import MODELS_DIR, load_model  # noqa: E402
 
 SERVED = {"Qwen/Qwen3-8B": "qwen3-8b", "acme/private-llama": "llama-3-8b"}  # repository -> data/models file
 GATED, NO_CONFIG, TOKEN = "meta-llama/Llama-3.1-8B", "Qwen/Qwen3-8B-GGUF", "hf_test_token"
@@ -148,5 +148,5 @@ def test_a_local_path_shaped_like_an_id_stays_a_path(tmp_path, monkeypatch):
 
 
 def test_importing_roofline_does_not_import_huggingface_hub():
-    code = "import sys, roofline, roofline.config; print('huggingface_hub' in sys.modules)"
+    code = "import sys, roofline, roofline.models.config; print('huggingface_hub' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

@@ -6,7 +6,7 @@ import pytest
 
 from roofline import analyze, load_hardware, load_model
 from roofline.cli import main
-from roofline.config import MODELS_DIR
+from roofline.models.config import MODELS_DIR
 
 
 def model_file(tmp_path, base: str, **changes):

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from roofline.cli import main
-from roofline.config import MODELS_DIR, ModelConfig, config_from_json
+from roofline.models.config import MODELS_DIR, ModelConfig, config_from_json
 from roofline.hardware import hardware_from_dict, load_hardware
 
 LLAMA3 = json.loads((MODELS_DIR / "llama-3-8b.json").read_text())

@@ -7,7 +7,7 @@ import pytest
 from roofline.cli import main
 from roofline.deployment import Deployment
 from roofline.model import DECODE, decode_context
-from roofline.plan import Targets, Workload, load_prices, plan
+from roofline.planning.plan import Targets, Workload, load_prices, plan
 from roofline.serving.load import LoadModel, Policy
 
 WORK = Workload(rate=20, prompt=2048, gen=512)

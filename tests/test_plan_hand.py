@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from roofline.plan import Targets, Workload, load_prices, plan
+from roofline.planning.plan import Targets, Workload, load_prices, plan
 
 WORK = Workload(rate=3, prompt=2000, gen=500)
 TARGETS = Targets(ttft_s=1.0, tpot_s=0.040)

@@ -8,7 +8,7 @@ import pytest
 
 from roofline.cli import main
 from roofline.cli.plan import COLUMNS, SHOWN
-from roofline.plan import Targets, Workload, plan, verdict
+from roofline.planning.plan import Targets, Workload, plan, verdict
 from roofline.planning.workload import lengths_from_csv
 
 WORK = Workload(rate=3, prompt=2000, gen=500)

@@ -2,7 +2,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roofline.plan import Targets, Workload, plan
+from roofline.planning.plan import Targets, Workload, plan
 
 SPACE = dict(hardware=("h100-sxm", "h200", "a100-80gb"), tp=(1, 2, 4), weights=("bf16", "fp8"))
 

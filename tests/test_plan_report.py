@@ -2,7 +2,7 @@
 import json
 
 from roofline.cli import main
-from roofline.plan import Targets, Workload, plan
+from roofline.planning.plan import Targets, Workload, plan
 
 
 def test_the_report_plan_section_is_the_librarys_plan(tmp_path):
@@ -32,7 +32,7 @@ def test_a_report_without_targets_has_no_plan_and_half_the_targets_is_refused(tm
 
 def test_with_an_engine_the_plan_is_section_9_and_prices_that_engine():
     from roofline.views.render import markdown
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     study = build_study("llama-2-7b", "a100-80gb", batch=[1, 8], plots=False, engine="llama.cpp",
                         slo={"rate": 2.0, "ttft_s": 1.0, "tpot_s": 0.05})
     text = markdown(study)

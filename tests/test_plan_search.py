@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from roofline.cli import main
-from roofline.config import load_model
+from roofline.models.config import load_model
 from roofline.deployment import Deployment
 from roofline.hardware import load_hardware
-from roofline.plan import Targets, Workload, plan, verdict
+from roofline.planning.plan import Targets, Workload, plan, verdict
 from roofline.planning import forms
 from roofline.planning.search import core
 from roofline.planning.workload import EXPONENTIAL, Lengths, lengths_from_csv, parse_lengths
@@ -140,7 +140,7 @@ def test_plan_from_the_command_line_explains_and_exits_1_when_nothing_is_feasibl
 
 
 def test_the_pareto_frontier_holds_every_deployment_no_other_beats_on_both_cost_and_tpot():
-    from roofline.plan import pareto
+    from roofline.planning.plan import pareto
     frame = plan("llama-3.1-70b", WORK, Targets(1.0, 0.05), hardware=("h100-sxm", "h200", "a100-80gb"))
     kept = frame[frame["feasible"]]
     front = kept[pareto(frame)[frame["feasible"].to_numpy()]]
@@ -153,7 +153,7 @@ def test_the_pareto_frontier_holds_every_deployment_no_other_beats_on_both_cost_
 
 def test_roofline_plan_is_the_public_function_and_its_module_still_imports():
     import roofline
-    from roofline.plan import Targets as T
+    from roofline.planning.plan import Targets as T
     frame = roofline.plan("llama-3-8b", Workload(1, 128, 16), T(1.0, 0.05), hardware=("h100-sxm",), tp=(1,),
                           weights=("bf16",))
     assert frame["feasible"].all() and frame["gpus"].iloc[0] == 1

@@ -245,7 +245,7 @@ def test_the_roofline_legend_draws_prefill_hollow_and_decode_filled_as_the_app_c
 def test_the_cache_against_context_keeps_its_byte_labels_inside_the_figure_under_either_layout():
     """Issue 21: under the app's fast layout the y labels were cut to "00.00 MB"."""
     from roofline import load_model
-    from roofline.constant_state import cache_against_context
+    from roofline.serving.constant_state import cache_against_context
     frame = cache_against_context(load_model("nemotron-nano-9b-v2"), 2 ** np.arange(10, 21))
     for fast in (False, True):
         fig = plots.cache_against_context(frame)

@@ -17,7 +17,7 @@ import pytest
 from roofline import load_model
 from roofline.model import active_parameter_count, parameter_count
 from roofline.precision import ALIASES, BITS
-from roofline.published import COLUMNS, weight_format
+from roofline.fitting.published import COLUMNS, weight_format
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "published"
 HARDWARE = json.loads((PUBLISHED.parent / "hardware.json").read_text())

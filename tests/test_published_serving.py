@@ -4,7 +4,7 @@ import pytest
 
 from roofline.cli import main
 from roofline.engine import load_engine
-from roofline.published_serving import predict, read_serving_rows, scores
+from roofline.fitting.published_serving import predict, read_serving_rows, scores
 
 HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
           "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"

@@ -9,8 +9,8 @@ import pytest
 
 from roofline import analyze, bundled_models, load_model
 from roofline.cli import main
-from roofline.views.report import build_study
-from roofline.views.report_whatifs import ACCEPTANCE, draft_model
+from roofline.study.report import build_study
+from roofline.study.report_whatifs import ACCEPTANCE, draft_model
 from roofline.views.render import format_cell, html, markdown, results_frame, results_json
 from roofline.serving.speculation import speculate
 from roofline.deployment import Deployment

@@ -29,7 +29,7 @@ def test_rope_scaling_extends_the_window_and_the_override_prices_beyond_it():
 
 
 def test_yarn_without_an_original_length_scales_max_position_embeddings():
-    from roofline.config import ModelConfig, MODELS_DIR
+    from roofline.models.config import ModelConfig, MODELS_DIR
     raw = json.loads((MODELS_DIR / "qwen2.5-7b-instruct.json").read_text())
     raw["rope_scaling"] = {"type": "yarn", "factor": 4.0}
     assert ModelConfig.from_hf_config(raw).max_positions == 4 * 32768
@@ -159,7 +159,7 @@ def test_crossovers_lists_the_expert_critical_batch_for_moe_models_only(capsys):
 
 def test_the_report_gives_an_moe_model_its_expert_critical_batch():
     from roofline.serving.crossovers import expert_critical_batch
-    from roofline.views.report import build_study
+    from roofline.study.report import build_study
     study = build_study("mixtral-8x7b", ["h200"], batch=[1], plots=False)
     rows = study.devices[0].crossovers.set_index("quantity")["value"]
     expert = rows.filter(like="expert critical batch")

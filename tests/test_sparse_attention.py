@@ -9,7 +9,7 @@ tests/test_hf_oracles.py (tiny configs glm-moe-dsa, deepseek-v32) and tests/test
 import sympy as sp
 
 from roofline import load_model
-from roofline.config import SHARED_SPARSE, SPARSE
+from roofline.models.config import SHARED_SPARSE, SPARSE
 from roofline.derivations import sparse_attention_crossover
 from roofline.model import DECODE, PREFILL, Options, kv_cache_expr, phase_ops
 from roofline.symbols import B, C, Hi, Kt, N, Ni, R, S, b_kv

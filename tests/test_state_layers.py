@@ -11,8 +11,8 @@ import sympy as sp
 
 from roofline import ModelConfig, derivations, load_model
 from roofline.compiled import compile_model
-from roofline.config import MODELS_DIR
-from roofline.constant_state import attention_twin, break_even_context, cache_against_context
+from roofline.models.config import MODELS_DIR
+from roofline.serving.constant_state import attention_twin, break_even_context, cache_against_context
 from roofline.evaluate import evaluate
 from roofline.deployment import Deployment
 from roofline.hardware import load_hardware

@@ -134,7 +134,7 @@ def test_projection_and_conv_flops_of_a_real_config_equal_the_flop_counter(phase
     # The state families' torch paths call .item(), so they cannot run on the meta device: the one real
     # config small enough for a CPU forward is Falcon-H1-Tiny-90M (attention and Mamba-2 in every layer).
     import json
-    from roofline.config import MODELS_DIR
+    from roofline.models.config import MODELS_DIR
     raw = json.loads((MODELS_DIR / "falcon-h1-tiny-90m.json").read_text())
     cfg = ModelConfig.from_hf_config(raw, name="falcon-h1-tiny-90m")
     hf = hf_flops_by_op(raw, 1, 64, phase)

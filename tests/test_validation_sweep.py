@@ -138,7 +138,7 @@ def test_a_model_whose_layers_differ_is_refused_before_anything_is_measured(tmp_
 
 
 def test_rows_record_what_the_fit_needs_to_rebuild_a_window_or_moe_model(tmp_path):
-    from roofline.config import measured_config
+    from roofline.models.config import measured_config
     mla = PRESETS["tiny"].with_overrides(name="tiny-mla", family="deepseek_v2", kv_lora_rank=24, qk_rope_dim=8,
                                          qk_nope_dim=16, v_head_dim=12, head_dim=24)
     for model in (PRESETS["tiny"].with_overrides(window=8, layer_attention=()),

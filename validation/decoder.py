@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from roofline import ModelConfig
-from roofline.config import WINDOW
+from roofline.models.config import WINDOW
 
 from . import fused_step, native_attention
 from .functional import prefill_attention, rms_norm, rotate

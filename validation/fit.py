@@ -5,7 +5,7 @@ FLOP/s the weight GEMVs and GEMMs reach, the fractions of those two roofs the at
 fixed overhead per step and per layer, and the sharpness p of the roofline corner (each op takes
 (c^p + m^p)^(1/p)), one for the weight GEMMs and one for attention. Starting roofs are the ceilings
 measured with each point (the read stream, GEMM FLOP/s); the fit is the one every profile's is
-(roofline.least_squares: scipy's least squares in each parameter's physical range, a robust loss), of the
+(roofline.fitting.least_squares: scipy's least squares in each parameter's physical range, a robust loss), of the
 log error of the library's own step time against the measured one, from a few starting points. With a
 single layer count in the data, per-step and per-layer overheads cannot be told apart: the overhead is
 then fitted per layer alone (launches and Python work scale with L). Held-out error: leave-one-context-out;
@@ -21,11 +21,11 @@ import numpy as np
 import pandas as pd
 
 from roofline import Hardware, ModelConfig, Options, Precision
-from roofline.config import measured_config
+from roofline.models.config import measured_config
 from roofline.deployment import Ceilings, Deployment
 from roofline.engine import IDEAL, MEASURED, PARAMETERS, Engine
 from roofline.evaluate import evaluate
-from roofline.least_squares import fit as fit_parameters
+from roofline.fitting.least_squares import fit as fit_parameters
 from roofline.model import DECODE, decode_context
 
 from . import records
@@ -151,7 +151,7 @@ def predict(frame: pd.DataFrame, hardware: Hardware, engine: Engine) -> np.ndarr
 @dataclass(frozen=True)
 class FitResult:
     engine: Engine  # fractions of the measured ceilings
-    ranges: dict  # fitted parameter -> its 68% range (roofline.least_squares.Pinning)
+    ranges: dict  # fitted parameter -> its 68% range (roofline.fitting.least_squares.Pinning)
     hardware: Hardware  # the measured ceilings
     points: pd.DataFrame  # ok rows with predicted, heldout_predicted, errors, mbu, mfu
     summary: dict  # per phase: n, median and p90 of held-out |error|

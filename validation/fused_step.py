@@ -96,5 +96,5 @@ def fused_forward(model, tokens: torch.Tensor, start: int) -> torch.Tensor:
 
 def supports(config) -> bool:
     """Dense MLPs and grouped attention: what the fused step implements."""
-    from roofline.config import MOE
+    from roofline.models.config import MOE
     return not config.kv_lora_rank and MOE not in config.layer_mlp

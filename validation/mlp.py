@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from roofline import ModelConfig
-from roofline.config import MOE
+from roofline.models.config import MOE
 
 from .linear import Linear
 

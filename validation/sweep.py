@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from roofline import Hardware, ModelConfig
-from roofline.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, MOE, uniform_layers
+from roofline.models.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, MOE, uniform_layers
 from roofline.deployment import Deployment
 from roofline.evaluate import evaluate
 

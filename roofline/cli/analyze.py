@@ -16,13 +16,13 @@ import argparse
 import json
 
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
-from ..config import CHUNKED, WINDOW, load_model
+from ..models.config import CHUNKED, WINDOW, load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
 from .engines import CALIBRATION_HELP, engine_choice
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from .load import add_load_arguments, run_load, under_load
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
-from ..checkpoint_format import load_shipped_precision
+from ..models.checkpoint_format import load_shipped_precision
 from ..precision import ACTIVATION_DTYPES, GROUPED_FORMATS, Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")

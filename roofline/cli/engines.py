@@ -9,8 +9,8 @@ from pathlib import Path
 import yaml
 
 from ..engine import ENGINES_DIR, QUANTIZED, load_engine
-from ..engine_fit import accuracy, fit_profile, leave_one_out, summary
-from ..published import PUBLISHED, errors, read_rows, rows_for
+from ..fitting.engine_fit import accuracy, fit_profile, leave_one_out, summary
+from ..fitting.published import PUBLISHED, errors, read_rows, rows_for
 
 
 # What `--calibration NAME` named before calibrations became engine profiles ('default': the one transferable fit).
@@ -143,7 +143,7 @@ def run_accuracy(args: argparse.Namespace) -> int:
 
 
 def run_serving_accuracy(args: argparse.Namespace) -> int:
-    from ..published_serving import predict, read_serving_rows, scores
+    from ..fitting.published_serving import predict, read_serving_rows, scores
     path = Path(args.serving)
     if not path.is_file():
         raise ValueError(f"--serving: no file {str(path)!r}; fix: the path of serving-hopper.csv")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import sympy as sp
 
-from ..plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan, verdict
+from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan, verdict
 from ..precision import normalize_dtype
 from ..planning.workload import MAX_RATE, parse_lengths
 from ..views.fmt import fmt_count, fmt_number, fmt_seconds, plural

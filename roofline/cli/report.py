@@ -1,6 +1,6 @@
 """`roofline report`: the study of one model on one or more devices, written to a directory.
 
-The I/O edge of `roofline.views.report` and `roofline.views.render`: parses arguments, reads harness fits and measurement files,
+The I/O edge of `roofline.study.report` and `roofline.views.render`: parses arguments, reads harness fits and measurement files,
 draws a progress bar on stderr, and writes report.md, report.html, results.csv, results.json and
 the plot PNGs. Two runs with the same inputs give the same files apart from the 'Generated' line.
 """
@@ -19,10 +19,10 @@ import pandas as pd
 
 from ..engine import ENGINES_DIR, MEASURED, Engine, engine_from_document, read_engine_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
-from ..config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..models.config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
 from ..planning.workload import MAX_RATE
 from ..userfile import one_line
-from ..views.report import DEFAULTS, ValidationInput, build_study
+from ..study.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
 from .analyze import add_experts, experts_of
 

@@ -15,12 +15,12 @@ import sys
 import numpy as np
 import sympy as sp
 
-from ..config import check_context, load_model
+from ..models.config import check_context, load_model
 from ..deployment import Deployment
 from ..precision import Precision
 from ..serving.batching import MAX_REQUESTS
 from ..views.fmt import fmt_bytes, fmt_number, fmt_seconds, plain
-from ..views.report_whatifs import MTP_COST, draft_model
+from ..study.report_whatifs import MTP_COST, draft_model
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
 from .engines import CALIBRATION_HELP, engine_choice
 

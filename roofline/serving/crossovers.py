@@ -18,7 +18,7 @@ import numpy as np
 import sympy as sp
 
 from .. import derivations
-from ..config import ATTENTION_KINDS, PARALLEL
+from ..models.config import ATTENTION_KINDS, PARALLEL
 from ..deployment import Deployment
 from ..memory import DEFAULT_PREFILL_CHUNK
 from ..memory import memory as memory_of
@@ -91,7 +91,7 @@ def kv_equals_weights_context(d: Deployment) -> Crossover:
     note = ("" if value == value else "never: the windowed KV cache stays below the weights" if grows
             else "never: no layer's cache grows with the context (constant state only)")
     if config.has_state:  # where the wall would be if every state mixer were attention (constant_state)
-        from ..constant_state import attention_twin
+        from .constant_state import attention_twin
         _, twin = derivations.kv_equals_weights_context(attention_twin(config), precision)
         note = (f"{note}; " if note else "the constant state's read counts with the KV; ") + \
             f"all-attention twin: S = {twin:,.0f}"

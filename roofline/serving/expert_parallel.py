@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import sympy as sp
 
-from ..config import MOE
+from ..models.config import MOE
 from ..deployment import Deployment
 from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import ModelConfig
+from ..models.config import ModelConfig
 from ..deployment import OVERHEAD_GROUP, Deployment
 from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context, layer_group

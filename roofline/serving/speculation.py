@@ -17,7 +17,7 @@ import numpy as np
 import sympy as sp
 
 from ..compiled import CompiledPhase, compile_queries
-from ..config import MOE, ModelConfig, check_context, load_model
+from ..models.config import MOE, ModelConfig, check_context, load_model
 from ..deployment import Deployment
 from ..model import DECODE, QUERIES, Options, decode_context
 

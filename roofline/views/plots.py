@@ -403,7 +403,7 @@ def tpot_waterfall(terms_a: pd.Series, terms_b: pd.Series, labels=("TPOT A", "TP
 
 
 def engine_waterfall(ideal_s: float, gap: pd.Series, engine: str, title: str = "") -> Figure:
-    """The ideal decode step, each named term an engine adds (roofline.gap), and the engine's step (ms)."""
+    """The ideal decode step, each named term an engine adds (roofline.serving.gap), and the engine's step (ms)."""
     ideal = pd.Series({"ideal step": ideal_s})
     return tpot_waterfall(ideal, pd.concat([ideal, gap]), ("ideal", engine),
                           title or f"Why {engine} decodes slower than the ideal bound")

@@ -1,6 +1,6 @@
 """The study as text: Markdown, single-file HTML, and every number as CSV rows and JSON.
 
-A `Study` from `roofline.views.report` becomes a list of blocks (heading, paragraph, list, table, math,
+A `Study` from `roofline.study.report` becomes a list of blocks (heading, paragraph, list, table, math,
 image), rendered to Markdown or HTML; tables show numbers formatted by `roofline.views.fmt` and can be
 compared cell by cell with the library through `format_cell`. Nothing is written here.
 """
@@ -19,9 +19,9 @@ import sympy as sp
 
 from ..api import METRIC_DEFINITIONS
 from .fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds, plain
-from .report import NAPKIN_SHOWN, Study, figure_name, napkin_columns
-from .report_whatifs import ACCEPTANCE
-from .report_plan import plan_blocks, plan_json
+from ..study.report import NAPKIN_SHOWN, Study, figure_name, napkin_columns
+from ..study.report_whatifs import ACCEPTANCE
+from ..study.report_plan import plan_blocks, plan_json
 
 EXTRA_DEFINITIONS = {
     "napkin_fits": "whether the lecture's napkin memory fits in the device's memory",

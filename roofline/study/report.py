@@ -18,14 +18,15 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from .. import __version__, constant_state, derivations
+from .. import __version__, derivations
+from ..serving import constant_state
 from ..serving import crossovers
 from ..api import Analysis, analyze, sweep
 from ..deployment import Deployment
 from ..engine import IDEAL, Engine, load_engine
-from ..engine_fit import accuracy
-from ..published import rows_for
-from ..config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, load_model, measured_config
+from ..fitting.engine_fit import accuracy
+from ..fitting.published import rows_for
+from ..models.config import MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, ModelConfig, load_model, measured_config
 from .report_whatifs import sensitivities, whatifs
 from ..hardware import Hardware, load_hardware
 from ..precision import Precision
@@ -100,7 +101,7 @@ def build_study(model: str | ModelConfig = DEFAULTS["model"], hardware=DEFAULTS[
                 progress=None, engine: str | None = None, slo: dict | None = None, experts: str | None = None) -> Study:
     """The whole study; validation maps a hardware id to the ValidationInput shown in its section 7;
     engine (data/engines name or YAML) adds section 8, its achievable times beside the ideal bound;
-    slo (rate, ttft_s, tpot_s and optionally e2e_s) adds the plan section (roofline.views.report_plan).
+    slo (rate, ttft_s, tpot_s and optionally e2e_s) adds the plan section (roofline.study.report_plan).
 
     progress(done, total, label) is called between steps (the CLI draws a bar with it).
     """
@@ -357,7 +358,7 @@ def figure_name(kind: str, hw_id: str | None = None) -> str:
 
 
 def _figures(study: Study) -> dict[str, bytes]:
-    from . import plots
+    from ..views import plots
     figures, inputs = {}, study.inputs
     marks = [(b, inputs["prompt"]) for b in inputs["batch"]]
     for dev in study.devices:

@@ -14,12 +14,12 @@ import pandas as pd
 
 from ..api import analyze
 from ..deployment import Deployment
-from ..config import ModelConfig, bundled_models, load_model
+from ..models.config import ModelConfig, bundled_models, load_model
 from ..model import parameter_count
 from ..serving import crossovers
 from ..serving.speculation import speculate
 from ..sharding import link
-from .fmt import fmt_rate, fmt_seconds
+from ..views.fmt import fmt_rate, fmt_seconds
 
 def sensitivities(config, hw, precision, inputs) -> pd.DataFrame:
     """Elasticities of TTFT and TPOT at each batch: reruns at +10% of an input, and sympy's d ln t / d ln x."""

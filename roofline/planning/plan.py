@@ -19,16 +19,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .config import check_context, load_model
-from .engine import load_engine
-from .memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
-from .hardware import load_hardware
-from .planning.prices import PRICES, load_prices
-from .planning.search import core, rows_of
-from .precision import Precision
-from .serving.batching import MAX_REQUESTS
-from .sharding import whole
-from .planning.workload import Lengths, Workload
+from ..models.config import check_context, load_model
+from ..engine import load_engine
+from ..memory import DEFAULT_PREFILL_CHUNK, check_prefill_chunk
+from ..hardware import load_hardware
+from .prices import PRICES, load_prices
+from .search import core, rows_of
+from ..precision import Precision
+from ..serving.batching import MAX_REQUESTS
+from ..sharding import whole
+from .workload import Lengths, Workload
 
 __all__ = ["plan", "OBJECTIVES", "DEFAULT_ENGINE", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
 DEFAULT_ENGINE = "tensorrt-llm"  # a fitted profile: what a deployment achieves; `ideal` is the bound beside it
@@ -93,7 +93,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
                             max_gpus, count)
     frame = rank(pd.DataFrame(rows), objective)
     if targets.percentile is not None:
-        from .planning.frontier import check_frontier
+        from .frontier import check_frontier
         frame = rank(check_frontier(frame, work, targets, frontier, requests, seed, progress), objective)
     return frame
 

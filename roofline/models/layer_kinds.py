@@ -1,7 +1,7 @@
 """The kinds a model's layers come in (mixer, MLP, norm) and the sizes past which a number is a typo.
 
-Shared by the config (roofline.config) and the Hugging Face readers (roofline.hf_config,
-roofline.config_state), which import these and never the config itself: the readers return fields, the
+Shared by the config (roofline.models.config) and the Hugging Face readers (roofline.models.hf_config,
+roofline.models.config_state), which import these and never the config itself: the readers return fields, the
 config builds the model.
 """
 from __future__ import annotations

@@ -18,9 +18,9 @@ from dataclasses import replace
 
 import pandas as pd
 
-from .deployment import Deployment
-from .engine import IDEAL, QUANTIZED
-from .model import DECODE, decode_context
+from ..deployment import Deployment
+from ..engine import IDEAL, QUANTIZED
+from ..model import DECODE, decode_context
 
 TERMS = (("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import load_model
-from .deployment import Deployment
-from .engine import Engine
-from .hardware import load_hardware
-from .model import DECODE, PREFILL, decode_context
-from .precision import Precision
-from .serving.load import Policy, at_load, kv_sequences
+from ..models.config import load_model
+from ..deployment import Deployment
+from ..engine import Engine
+from ..hardware import load_hardware
+from ..model import DECODE, PREFILL, decode_context
+from ..precision import Precision
+from ..serving.load import Policy, at_load, kv_sequences
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b"}

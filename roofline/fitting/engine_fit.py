@@ -1,6 +1,6 @@
 """Fit an engine's physical parameters to published (or a user's) measurements, and score them.
 
-The parameters an engine's rows can pin are fitted (roofline.least_squares: scipy's least squares inside
+The parameters an engine's rows can pin are fitted (roofline.fitting.least_squares: scipy's least squares inside
 each parameter's physical range, a weak pull to the prior, a robust loss, the Jacobian's 68% ranges); the
 rest keep their prior values. Each row's error is log(predicted / measured) of the step pricer's metric.
 A parameter whose range is still over half the prior's is flagged: other parameters trade against it,
@@ -15,8 +15,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .config import load_model
-from .engine import QUANTIZED, Engine
+from ..models.config import load_model
+from ..engine import QUANTIZED, Engine
 from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 

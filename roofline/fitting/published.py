@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import load_model
-from .deployment import Deployment
-from .engine import Engine
-from .evaluate import evaluate
-from .hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu
-from .precision import Precision
+from ..models.config import load_model
+from ..deployment import Deployment
+from ..engine import Engine
+from ..evaluate import evaluate
+from ..hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu
+from ..precision import Precision
 
 PUBLISHED = DATA_DIR / "published" / "calibration.csv"
 FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batched throughput", "ttft": "TTFT"}

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .precision import Precision
+from ..precision import Precision
 
 MODELOPT_FORMATS = {"NVFP4": "nvfp4", "W4A16_NVFP4": "nvfp4", "FP8": "fp8", "W4A16_AWQ": "int4", "INT4_AWQ": "int4",
                     "W4A8_AWQ": "int4", "MXFP4": "mxfp4", "W4A16_MXFP4": "mxfp4",

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pandas as pd
 import sympy as sp
 
-from ..plan import DEFAULT_ENGINE, Targets, Workload, plan, verdict
+from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, plan, verdict
 from ..planning.forms import explain
-from .fmt import fmt_number, fmt_seconds
+from ..views.fmt import fmt_number, fmt_seconds
 
 SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "engine": "engine",
          "batch": "in flight", "capacity_batch": "capacity batch",

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .hardware import DATA_DIR
-# The layer kinds live in roofline.layer_kinds (the HF readers share them); the config re-exports them.
+from ..hardware import DATA_DIR
+# The layer kinds live in roofline.models.layer_kinds (the HF readers share them); the config re-exports them.
 from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
                           MAX_DIMENSION, MAX_LAYERS, MIXER_KINDS, MLP_KINDS, MOE, NONE, PARALLEL, QK_NORMS,
                           SHARED_SPARSE, SPARSE, STATE_MIXERS, WIDTH_SEPARATOR, WINDOW, _whole, dense_fraction,
@@ -26,7 +26,7 @@ from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid fami
 from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                         nemotron_nas_fields)
 from .hub import config_path, is_hub_id
-from .userfile import parse_json
+from ..userfile import parse_json
 
 MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
@@ -294,7 +294,7 @@ def bundled_models() -> list[str]:
 
 def load_model(name_or_path: str | ModelConfig) -> ModelConfig:
     """A bundled name (a file stem in data/models, e.g. 'llama-2-13b'), a path to a config.json, a
-    Hugging Face snapshot directory holding one, or a Hugging Face id ('Qwen/Qwen3-8B', fetched: roofline.hub)."""
+    Hugging Face snapshot directory holding one, or a Hugging Face id ('Qwen/Qwen3-8B', fetched: roofline.models.hub)."""
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)

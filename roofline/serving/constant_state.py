@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from .api import Analysis
-from .config import GLOBAL, STATE_MIXERS, ModelConfig
-from .deployment import Deployment
-from .memory import memory
-from .hardware import Hardware
-from .model import DECODE, Options, phase_ops
-from .precision import Precision
-from .symbols import B, S, b_kv
+from ..api import Analysis
+from ..models.config import GLOBAL, STATE_MIXERS, ModelConfig
+from ..deployment import Deployment
+from ..memory import memory
+from ..hardware import Hardware
+from ..model import DECODE, Options, phase_ops
+from ..precision import Precision
+from ..symbols import B, S, b_kv
 
 
 def attention_twin(config: ModelConfig) -> ModelConfig:
@@ -89,7 +89,7 @@ def hybrid_walls(config: ModelConfig, hw: Hardware, precision: Precision = Preci
                  gen: int = 128) -> pd.DataFrame:
     """The model against its all-attention twin: cache per sequence, largest batch that fits, the context
     where one sequence's cache read equals the weights read (roofline.memory, derivations)."""
-    from . import derivations
+    from .. import derivations
     rows = []
     for label, cfg in (("this model", config), ("all-attention twin", attention_twin(config))):
         d = Deployment(cfg, hw, precision)

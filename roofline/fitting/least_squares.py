@@ -1,6 +1,6 @@
 """One fitter for every engine profile: named physical parameters against log errors (scipy's least squares).
 
-Published rows (roofline.engine_fit) and the harness's measurements (validation/fit.py) both hand it a
+Published rows (roofline.fitting.engine_fit) and the harness's measurements (validation/fit.py) both hand it a
 prior Engine, the parameters to fit, and a function giving log(predicted / measured) per row for an Engine.
 - Each parameter moves in its own unit inside its physical range (scipy.optimize.least_squares, trust-region
   reflective: real bounds, no change of variable to keep it physical). Latencies move in log10 seconds:
@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from .engine import PARAMETERS, QUANTIZED, Engine, with_values
+from ..engine import PARAMETERS, QUANTIZED, Engine, with_values
 
 LOSS = "soft_l1"
 ROBUST_SCALE = 0.10  # |log error| beyond ~10% counts linearly: a fit's rows scatter 2-5% about it (fit-engine: 2-4%)

@@ -1,0 +1,1 @@
+"""Fitting engine profiles: published rows, least squares, leave-one-out."""

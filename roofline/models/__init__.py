@@ -1,0 +1,1 @@
+"""Model configs: the architecture facts (config), and the Hugging Face family readers."""

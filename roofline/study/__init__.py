@@ -1,0 +1,1 @@
+"""The report as data: the study, its what-ifs and its plan section (computation, no rendering)."""
