@@ -73,6 +73,8 @@ def test_a_run_logs_every_request_and_a_rerun_skips_it_or_redoes_it_when_cut_sho
     assert len(rows) == 3 and {r["request"] for r in rows} == {"0", "1", "2"}
     assert all(float(r["ttft_s"]) > 0 and len(r["inter_token_ms"].split(";")) == 3 for r in rows)
     assert all(r["threads"] == str(torch.get_num_threads()) and r["torch_version"] and r["load_average"] for r in rows)
+    (logged,) = serve_bench.read_csv(serve_bench.runs_path(path))
+    assert 0 < float(logged["cpu_share"]) <= torch.get_num_threads() + 0.05  # CPU s per wall s: at most a core a thread
     assert not serve_bench.run(spec(), path)  # already there
     text = path.read_text()
     path.write_text(text[: len(text) - 10])  # the last request's row torn, as by a kill mid-write
@@ -81,7 +83,7 @@ def test_a_run_logs_every_request_and_a_rerun_skips_it_or_redoes_it_when_cut_sho
 
 
 def test_the_host_fit_recovers_a_known_step_and_sequence_cost(tmp_path):
-    """Steps whose seconds are the pricer's plus 2 ms + 0.5 ms a sequence give back that term."""
+    """Steps whose CPU seconds are the pricer's plus 2 ms + 0.5 ms a sequence give back that term."""
     path = tmp_path / "serve.csv"
     serve_bench.run(spec(requests=6, rate=50.0), path)
     (run,) = serve_score.load_runs([path], PRESETS)
@@ -91,12 +93,12 @@ def test_the_host_fit_recovers_a_known_step_and_sequence_cost(tmp_path):
     for row in steps:
         chunks = [tuple(int(v) for v in c.split(":")) for c in row["chunks"].split(";") if c]
         decoders = int(row["decoders"])
-        row["seconds"] = cost.iteration([float(row["decode_context_mean"])] * decoders, chunks) + 2e-3 + 5e-4 * (
+        row["cpu_seconds"] = cost.iteration([float(row["decode_context_mean"])] * decoders, chunks) + 2e-3 + 5e-4 * (
             decoders + len(chunks))
     serve_bench.steps_path(path).unlink()
     for row in steps:
         serve_bench.append(serve_bench.steps_path(path), serve_bench.STEP_COLUMNS, row)
-    host = serve_score.fit_host([run], [path], engine)
+    host = serve_score.fit_host(serve_score.logged_steps([run], [path]), engine, 1)
     assert host.step_s == pytest.approx(2e-3, rel=1e-3) and host.sequence_s == pytest.approx(5e-4, rel=1e-3)
 
 

@@ -35,9 +35,9 @@ REQUEST_COLUMNS = ("run_id", "model", "config_hash", "rate", "prompt_tokens", "o
                    "token_budget", "max_batch", "seed", "device", "device_name", "torch_version", "threads",
                    "load_average", "read_bandwidth", "matmul_flops_fp32", "request", "arrival_s", "ttft_s", "tpot_s",
                    "e2e_s", "inter_token_ms", "timestamp")
-STEP_COLUMNS = ("run_id", "step", "decoders", "decode_context_mean", "chunks", "seconds")
+STEP_COLUMNS = ("run_id", "step", "decoders", "decode_context_mean", "chunks", "seconds", "cpu_seconds")
 RUN_COLUMNS = ("run_id", "load_average_before", "load_average_after", "read_bandwidth_before", "read_bandwidth_after",
-               "matmul_flops_fp32_before", "matmul_flops_fp32_after", "ceiling_drift", "wall_s", "timestamp")
+               "matmul_flops_fp32_before", "matmul_flops_fp32_after", "ceiling_drift", "wall_s", "cpu_share", "timestamp")
 
 
 @dataclass(frozen=True)
@@ -159,12 +159,14 @@ def run(spec: ServeSpec, path: Path, warmup_requests: int = 2, probe_patience_s:
         "read_bandwidth_before": before.read_bandwidth, "read_bandwidth_after": after.read_bandwidth,
         "matmul_flops_fp32_before": before.matmul_flops[DTYPE], "matmul_flops_fp32_after": after.matmul_flops[DTYPE],
         "ceiling_drift": after.copy_bandwidth / before.copy_bandwidth - 1, "wall_s": wall_s,
+        "cpu_share": sum(s.cpu_seconds for s in steps) / sum(s.seconds for s in steps),
         "timestamp": datetime.datetime.now().isoformat(timespec="seconds")})
     for i, step in enumerate(steps):  # after the run, off its clock; a run cut short is dropped anyway
         contexts = step.decode_contexts
         append(steps_path(path), STEP_COLUMNS, {
             "run_id": spec.run_id, "step": i, "decoders": len(contexts),
             "decode_context_mean": float(np.mean(contexts)) if contexts else 0.0,
-            "chunks": ";".join(f"{take}:{end}" for take, end in step.chunks), "seconds": step.seconds})
+            "chunks": ";".join(f"{take}:{end}" for take, end in step.chunks), "seconds": step.seconds,
+            "cpu_seconds": step.cpu_seconds})
     return True
 

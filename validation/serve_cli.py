@@ -70,8 +70,10 @@ def add_score_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", help="serve-bench CSVs to score")
     parser.add_argument("--engine", default="harness-cpu", help="the profile that prices each step")
     parser.add_argument("--host-fit", nargs="*", default=(), metavar="CSV",
-                        help="fit the server's host term (s per step + s per sequence) on these runs' steps; "
-                             "never the scored files")
+                        help="fit the server's own terms (GEMM efficiency at its thread count; host s per step + "
+                             "s per sequence) on these runs' steps; never the scored files")
+    parser.add_argument("--dedicated-core", action="store_true",
+                        help="price each run on a core of its own, not on the CPU share it measured")
     parser.add_argument("--json", action="store_true")
 
 
@@ -80,7 +82,7 @@ def run_score(args: argparse.Namespace) -> int:
     from roofline.engine import load_engine
 
     from .cli import PRESETS
-    from .serve_score import HostCost, fit_host, load_runs, score
+    from .serve_score import HostCost, fit_server, load_runs, score
     for path in [*args.files, *args.host_fit]:
         if not Path(path).is_file():
             raise ValueError(f"serve-score: no such file {path}")
@@ -88,16 +90,19 @@ def run_score(args: argparse.Namespace) -> int:
     if overlap:
         raise ValueError(f"--host-fit: {', '.join(sorted(overlap))} is also scored; fix: fit on separate runs")
     engine = load_engine(args.engine)
-    host = fit_host(load_runs(args.host_fit, PRESETS), args.host_fit, engine) if args.host_fit else HostCost()
-    scores = [score(run, engine, host) for run in load_runs(args.files, PRESETS)]
+    host = HostCost()
+    if args.host_fit:
+        engine, host = fit_server(load_runs(args.host_fit, PRESETS), args.host_fit, engine)
+    scores = [score(run, engine, host, not args.dedicated_core) for run in load_runs(args.files, PRESETS)]
     if args.json:
-        print(json.dumps({"host": host.__dict__, "runs": scores}, indent=2))
+        print(json.dumps({"host": host.__dict__, "flops_efficiency": engine.flops_efficiency, "runs": scores}, indent=2))
         return 0
-    print(f"host term: {host.step_s * 1e3:.2f} ms/step + {host.sequence_s * 1e3:.3f} ms/sequence ({host.source})")
-    print(f"{'rate':>5} {'prompt':>6} {'load':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
+    print(f"GEMM flops_efficiency {engine.flops_efficiency:.3f}; host term: {host.step_s * 1e3:.2f} ms/step + "
+          f"{host.sequence_s * 1e3:.3f} ms/sequence ({host.source})")
+    print(f"{'rate':>5} {'prompt':>6} {'load':>5} {'share':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
                                                             for q in (50, 90)))
     for s in scores:
-        print(f"{s['rate']:5g} {s['prompt_tokens']:6d} {s['load_average']:5.2f} " + " ".join(
+        print(f"{s['rate']:5g} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
             f"{s[f'{n}_p{q}_error']:+9.1%}" for n in ("ttft", "tpot") for q in (50, 90)))
     return 0
 

@@ -98,7 +98,8 @@ class Step:
     """One iteration as it ran: what it carried and how long its forward took."""
     decode_contexts: tuple  # keys each decoder attends (its prompt and tokens so far)
     chunks: tuple  # (new tokens, context end) of each prefill chunk
-    seconds: float  # the forward, sampling included
+    seconds: float  # the forward, sampling included, on the wall clock
+    cpu_seconds: float  # CPU time the process got meanwhile: below `seconds` when another tenant had the core
 
 
 def serve(model: Decoder, work: Workload, token_budget: int, max_batch: int, prompts: list[torch.Tensor],
@@ -135,13 +136,13 @@ def serve(model: Decoder, work: Workload, token_budget: int, max_batch: int, pro
                 segments.append(Segment(slot[r], prompts[r][prefilled[r]:prefilled[r] + take], int(prefilled[r])))
                 chunks.append((r, take))
                 budget -= take
-        began = clock()
+        began, cpu_began = clock(), time.process_time()
         with torch.inference_mode():
             next_tokens = mixed_step(model, segments)
-        ended = clock()
+        ended, cpu_seconds = clock(), time.process_time() - cpu_began
         if on_step is not None:
             on_step(Step(tuple(s.start + 1 for s in segments[:len(decoders)]),
-                         tuple((take, int(prefilled[r]) + take) for r, take in chunks), ended - began))
+                         tuple((take, int(prefilled[r]) + take) for r, take in chunks), ended - began, cpu_seconds))
         owners = decoders + [r for r, _ in chunks]  # the sequence of each segment, in order
         for r, take in chunks:
             prefilled[r] += take
