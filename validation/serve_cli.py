@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-DEFAULT_CSV = "cpu-serve.csv"  # under data/measurements/
+DEFAULT_CSV = "serve/cpu-serve.csv"  # under data/measurements/ (its own folder: the app fits the top-level CSVs)
 
 
 def numbers(text: str, flag: str, kind=float) -> tuple:

@@ -73,7 +73,7 @@ def mixed_step(model: Decoder, segments: list[Segment]) -> torch.Tensor:
 
 @dataclass
 class Served:
-    """One finished request: seconds after its arrival of each generated token."""
+    """One request: its arrival and the wall-clock time of each generated token, both since the run began."""
     request: int
     arrival_s: float
     token_s: list = field(default_factory=list)  # wall-clock seconds since the run began, per output token
