@@ -1,4 +1,5 @@
-"""`roofline validate` (measure a sweep on this machine) and `roofline fit` (an engine profile from its CSVs)."""
+"""`roofline validate` (measure a sweep on this machine) and `roofline fit` (an engine profile from its CSVs);
+`serve-bench` and `serve-score` live in validation/serve_cli.py."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ import yaml
 from roofline import ModelConfig, load_hardware, load_model
 from roofline.hardware import DATA_DIR, hardware_id_for_gpu
 
-from . import records
+from . import records, serve_cli
 
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
 ENGINES_DIR = DATA_DIR / "engines"
@@ -251,7 +252,8 @@ def report(result, document: dict, out: Path) -> str:
     return "\n".join(lines)
 
 
-COMMANDS = [("validate", add_validate_arguments, run_validate), ("fit", add_fit_arguments, run_fit)]
+COMMANDS = [("validate", add_validate_arguments, run_validate), ("fit", add_fit_arguments, run_fit),
+            *serve_cli.COMMANDS]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,118 @@
+"""The continuous-batching server: its tokens, its schedule against the simulator's, its log, its scoring."""
+import numpy as np
+import pytest
+import torch
+
+from roofline.engine import load_engine
+from roofline.serving.batching import StepCost, Workload, simulate_continuous
+from validation import serve_bench, serve_score
+from validation.cli import PRESETS, main
+from validation.decoder import build_decoder
+from validation.server import serve
+
+TINY = PRESETS["tiny"]
+
+
+def greedy_alone(model, prompt, outputs):
+    """The decoder's own forward, one request at a time (the harness path, not the server's)."""
+    model.allocate_cache(1, len(prompt) + outputs)
+    with torch.inference_mode():
+        token = model(prompt[None], 0).argmax(-1)
+        tokens = [int(token)]
+        for position in range(len(prompt), len(prompt) + outputs - 1):
+            token = model(token.reshape(1, 1), position).argmax(-1)
+            tokens.append(int(token))
+    return tokens
+
+
+def test_mixed_steps_generate_the_tokens_each_request_generates_alone():
+    model = build_decoder(TINY, seed=3)
+    generator = torch.Generator().manual_seed(1)
+    lengths, outputs = (7, 12, 5), (4, 3, 5)
+    prompts = [torch.randint(0, TINY.vocab_size, (n,), generator=generator) for n in lengths]
+    work = Workload(np.zeros(3), np.array(lengths), np.array(outputs))
+    served = serve(model, work, token_budget=6, max_batch=2, prompts=prompts)  # chunks of 4-6 tokens, slots reused
+    for r, s in enumerate(served):
+        assert s.tokens == greedy_alone(model, prompts[r], outputs[r])
+
+
+class RecordingCost(StepCost):
+    """Each iteration costs one second; what it carried is kept."""
+
+    def __init__(self):
+        self.steps = []
+
+    def iteration(self, decode_contexts, prefills=()):
+        self.steps.append((tuple(decode_contexts), tuple(prefills)))
+        return 1.0
+
+
+def test_the_server_runs_the_simulators_schedule_step_for_step():
+    """Every request waiting at the start, so the schedule does not depend on the clock: each step carries the
+    same decoders at the same contexts and the same prefill chunks as simulate_continuous's."""
+    lengths, outputs = np.array([9, 20, 3, 14, 6]), np.array([5, 2, 7, 3, 4])
+    work = Workload(np.zeros(5), lengths, outputs)
+    cost = RecordingCost()
+    simulate_continuous(work, cost, max_batch=3, chunk_tokens=8)
+    steps = []
+    prompts = [torch.zeros(n, dtype=torch.long) for n in lengths]
+    serve(build_decoder(TINY), work, token_budget=8, max_batch=3, prompts=prompts, on_step=steps.append)
+    assert [(s.decode_contexts, s.chunks) for s in steps] == cost.steps
+    assert len(steps) > len(outputs) + 3  # chunked: the 20-token prompt alone takes 3 steps
+
+
+def spec(**changes):
+    fields = dict(model=TINY, rate=1000.0, prompt_tokens=12, output_tokens=4, requests=3, token_budget=8, max_batch=2)
+    return serve_bench.ServeSpec(**{**fields, **changes})
+
+
+def test_a_run_logs_every_request_and_a_rerun_skips_it_or_redoes_it_when_cut_short(tmp_path):
+    path = tmp_path / "serve.csv"
+    assert serve_bench.run(spec(), path)
+    rows = serve_bench.read_csv(path)
+    assert len(rows) == 3 and {r["request"] for r in rows} == {"0", "1", "2"}
+    assert all(float(r["ttft_s"]) > 0 and len(r["inter_token_ms"].split(";")) == 3 for r in rows)
+    assert all(r["threads"] == str(torch.get_num_threads()) and r["torch_version"] and r["load_average"] for r in rows)
+    (logged,) = serve_bench.read_csv(serve_bench.runs_path(path))
+    assert 0 < float(logged["cpu_share"]) <= torch.get_num_threads() + 0.05  # CPU s per wall s: at most a core a thread
+    assert not serve_bench.run(spec(), path)  # already there
+    text = path.read_text()
+    path.write_text(text[: len(text) - 10])  # the last request's row torn, as by a kill mid-write
+    assert serve_bench.run(spec(), path)
+    assert len(serve_bench.read_csv(path)) == 3
+
+
+def test_the_host_fit_recovers_a_known_step_and_sequence_cost(tmp_path):
+    """Steps whose CPU seconds are the pricer's plus 2 ms + 0.5 ms a sequence give back that term."""
+    path = tmp_path / "serve.csv"
+    serve_bench.run(spec(requests=6, rate=50.0), path)
+    (run,) = serve_score.load_runs([path], PRESETS)
+    engine = load_engine("harness-cpu")
+    cost = StepCost(serve_score.run_deployment(run, engine))
+    steps = serve_bench.read_csv(serve_bench.steps_path(path))
+    for row in steps:
+        chunks = [tuple(int(v) for v in c.split(":")) for c in row["chunks"].split(";") if c]
+        decoders = int(row["decoders"])
+        row["cpu_seconds"] = cost.iteration([float(row["decode_context_mean"])] * decoders, chunks) + 2e-3 + 5e-4 * (
+            decoders + len(chunks))
+    serve_bench.steps_path(path).unlink()
+    for row in steps:
+        serve_bench.append(serve_bench.steps_path(path), serve_bench.STEP_COLUMNS, row)
+    host = serve_score.fit_host(serve_score.logged_steps([run], [path]), engine, 1)
+    assert host.step_s == pytest.approx(2e-3, rel=1e-3) and host.sequence_s == pytest.approx(5e-4, rel=1e-3)
+
+
+def test_serve_score_refuses_to_fit_the_host_term_on_the_runs_it_scores(tmp_path, capsys):
+    path = tmp_path / "serve.csv"
+    serve_bench.run(spec(), path)
+    assert main(["serve-score", str(path), "--host-fit", str(path)]) == 2
+    assert "--host-fit" in capsys.readouterr().err
+    assert main(["serve-score", str(path), "--json"]) == 0
+
+
+@pytest.mark.parametrize("flag, value", [("--rate", "0"), ("--rate", "nan"), ("--token-budget", "4")])
+def test_bad_load_flags_are_one_line_naming_the_flag(tmp_path, capsys, flag, value):
+    argv = ["serve-bench", "--model", "tiny", "--out", str(tmp_path / "s.csv"), flag, value]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err and len(err.splitlines()) == 1
