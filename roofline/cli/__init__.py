@@ -13,9 +13,11 @@ from . import analyze, engines, plan, report, serving
 
 # Each module lists COMMANDS = [(name, add_arguments(parser), run(args) -> int)].
 MODULES = (analyze, report, serving, engines, plan)
-HARNESS = "validation.cli"  # its COMMANDS: validate and fit
+HARNESS = "validation.cli"  # its COMMANDS: validate, fit, serve-bench, serve-score
 HARNESS_COMMANDS = {"validate": "Measure a real batched torch decode on this device (the validation harness).",
-                    "fit": "Fit an engine profile's roofs to measured CSVs (the validation harness)."}
+                    "fit": "Fit an engine profile's roofs to measured CSVs (the validation harness).",
+                    "serve-bench": "Serve Poisson traffic with a real continuous-batching torch server (the harness).",
+                    "serve-score": "Score the simulator against serve-bench's measured requests (the harness)."}
 
 
 def _harness():
