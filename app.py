@@ -65,10 +65,10 @@ def uploaded_model(content: bytes, filename: str) -> ModelConfig:
     """A Hugging Face config.json from the uploader; ValueError says what is wrong with it."""
     try:
         return config_from_json(content, filename, name=Path(filename).stem)  # too deep a nesting included
-    except ValueError as err:
-        raise ValueError(f"{filename}: {err}") from None
+    except ValueError as err:  # the loader's message names the file already; a check's may not
+        raise ValueError(str(err) if filename in str(err) else f"{filename}: {err}") from None
     except RecursionError:
-        raise ValueError(f"{filename}: a field is nested too deeply to read") from None
+        raise ValueError(f"{filename}: a field is nested more than 64 levels deep to read") from None
     except (TypeError, KeyError, AttributeError, ArithmeticError) as err:  # a check the library lacks: still no traceback
         raise ValueError(f"{filename}: a field has an unexpected type or value ({type(err).__name__}: {err})") from None
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import numpy as np
@@ -19,14 +18,7 @@ from roofline.deployment import Deployment
 from roofline.engine import load_engine
 from roofline.serving.load import LoadModel, Policy
 
-
-def median_seconds(fn, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from bench_evaluate import median_seconds  # noqa: E402  (benchmarks/ is on the path when run as a script)
 
 
 def main() -> None:

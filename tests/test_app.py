@@ -206,8 +206,8 @@ def test_an_mla_model_offers_the_latent_rank_instead_of_kv_heads():
     (json.dumps({**json.loads((MODELS_DIR / "deepseek-v2-lite.json").read_text()), "first_k_dense_replace": "3"}).encode(),
      "field 'first_k_dense_replace' must be a non-negative integer, got '3'"),
     # issue 21: 200,000 nested [ was a RecursionError traceback in the uploader
-    (b"[" * 200_000, "nested too deeply to read"),
-    (b'{"model_type": "llama", "hidden_size": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply to read"),
+    (b"[" * 200_000, "nested more than 64 levels"),
+    (b'{"model_type": "llama", "hidden_size": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested more than 64 levels"),
 ])
 def test_a_malformed_upload_is_one_error_naming_the_file_and_the_fix_on_every_page(content, reason):
     at = clean(start())

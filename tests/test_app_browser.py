@@ -209,5 +209,5 @@ def test_a_hybrid_models_memory_page_and_a_malformed_upload_in_the_browser(brows
     browser.save_screenshot(str(screenshot))
     keep(screenshot)
     [error] = [e.text for e in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stAlertContentError"]')]
-    assert "nested-config.json" in error and "nested too deeply" in error and "Fix:" in error
+    assert "nested-config.json" in error and "nested more than 64 levels" in error and "Fix:" in error
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')

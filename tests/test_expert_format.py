@@ -12,7 +12,7 @@ import pytest
 import sympy as sp
 
 from roofline import Precision, analyze, load_hardware, load_model, sweep
-from roofline.planning import plan
+from roofline import plan
 from roofline.bounds import Roofs
 from roofline.cli import main
 from roofline.deployment import Deployment

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..engine import ENGINES_DIR, MEASURED, Engine, engine_from_document, read_engine_file
 from ..hardware import DATA_DIR, Hardware, load_hardware
-from ..models.config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS
+from ..models.config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, measured_config
 from ..planning.workload import MAX_RATE
 from ..userfile import one_line
 from ..study.report import DEFAULTS, ValidationInput, build_study
@@ -119,8 +119,21 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
             frame = frame[frame["status"] == "ok"]
         _check_numbers(frame, path)
         optional = frame.reindex(columns=list(MEASURED_OPTIONAL_DIMS)).fillna(0)  # none, or a file from before them
-        frames.append(frame[list(MEASUREMENT_COLUMNS)].dropna().join(optional))
+        frame = frame[list(MEASUREMENT_COLUMNS)].dropna().join(optional)
+        _check_models(frame, path)
+        frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASUREMENT_COLUMNS)
+
+
+def _check_models(frame: pd.DataFrame, path: Path) -> None:
+    """Each measured model's dimensions make a model (heads dividing, widths consistent); else the file, named."""
+    dims = (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)
+    for key, _ in frame.groupby(["model", *dims], sort=False):
+        try:
+            measured_config(str(key[0]), {d: int(v) for d, v in zip(dims, key[1:])})
+        except ValueError as err:
+            raise ValueError(f"measurements {str(path)!r}: {err}; fix: re-run `roofline validate` or correct the "
+                             "row") from None
 
 
 def _check_numbers(frame: pd.DataFrame, path: Path) -> None:
