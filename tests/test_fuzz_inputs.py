@@ -343,7 +343,7 @@ def test_many_malformed_files(tmp_path_factory, capsys, sample):
     _check_file(sample, tmp_path_factory.mktemp("files"), capsys)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(mutated_file(ENGINE_KINDS))
 def test_engine_and_published_files_when_malformed_are_an_answer_or_one_line(tmp_path_factory, capsys, sample):

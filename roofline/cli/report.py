@@ -21,6 +21,7 @@ from ..engine import ENGINES_DIR, MEASURED, Engine, engine_from_document, read_e
 from ..hardware import DATA_DIR, Hardware, load_hardware
 from ..models.config import MAX_DIMENSION, MEASURED_DIMS, MEASURED_OPTIONAL_DIMS, measured_config
 from ..planning.workload import MAX_RATE
+from ..precision import Precision
 from ..userfile import one_line
 from ..study.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
@@ -126,11 +127,14 @@ def read_measurements(paths: list[Path]) -> pd.DataFrame:
 
 
 def _check_models(frame: pd.DataFrame, path: Path) -> None:
-    """Each measured model's dimensions make a model (heads dividing, widths consistent); else the file, named."""
+    """Each measured model's dimensions make a model (heads dividing, widths consistent) and its dtypes are formats
+    the library prices; else the file, named."""
     dims = (*MEASURED_DIMS, *MEASURED_OPTIONAL_DIMS)
-    for key, _ in frame.groupby(["model", *dims], sort=False):
+    for key, group in frame.groupby(["model", *dims], sort=False):
         try:
             measured_config(str(key[0]), {d: int(v) for d, v in zip(dims, key[1:])})
+            for dtype in group["dtype"].unique():
+                Precision(str(dtype), str(dtype), str(dtype))
         except ValueError as err:
             raise ValueError(f"measurements {str(path)!r}: {err}; fix: re-run `roofline validate` or correct the "
                              "row") from None
