@@ -21,21 +21,14 @@ import pandas as pd
 import streamlit as st
 import sympy as sp
 
-from roofline import (METRIC_DEFINITIONS, Analysis, Deployment, Engine, Hardware, ModelConfig, Options, Precision,
-                      analyze, bundled_hardware, bundled_models, derivations, load_model, sweep)
-import validation.fit as validation_fit
-import validation.records as validation_records
-from roofline.serving import crossovers, speculation
-from roofline.serving.load import Policy, at_load, kv_sequences
-from roofline.engine import ENGINES_DIR, IDEAL, harness_profiles, read_engine_file, transfer_profile
-from roofline.models.config import ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WINDOW, config_from_json
-from roofline.models.config_state import STATE_FAMILIES
-from roofline.serving.constant_state import attention_twin, cache_against_context, layer_kind_table
-from roofline.views import plots
-from roofline.views.fmt import fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds
-from roofline.memory import DEFAULT_PREFILL_CHUNK
-from roofline.model import ATTENTION_IMPLS, LOGITS, MLA_FORMS, decode_context
-from roofline.precision import BITS
+import roofline
+from roofline import (ATTENTION_IMPLS, ATTENTION_KINDS, BITS, CHUNKED, DEFAULT_PREFILL_CHUNK, ENGINES_DIR, FAMILIES,
+                      GLOBAL, IDEAL, LOGITS, METRIC_DEFINITIONS, MLA_FORMS, MOE, STATE_FAMILIES, WINDOW, Analysis,
+                      Deployment, Engine, Hardware, ModelConfig, Options, Policy, Precision, analyze, at_load,
+                      attention_twin, bundled_hardware, bundled_models, cache_against_context, config_from_json,
+                      crossovers, decode_context, derivations, fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds,
+                      harness_profiles, kv_sequences, layer_kind_table, load_model, read_engine_file, speculate, sweep,
+                      transfer_profile)
 
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
@@ -110,10 +103,22 @@ def crossover_table(config: ModelConfig, hardware: Hardware, precision: Precisio
     return rows
 
 
+def validation_fit():
+    """The harness's fit (validation/), imported by the Validation page only: the rest of the app is roofline's
+    public API, and roofline never imports the harness."""
+    import validation.fit
+    return validation.fit
+
+
+def validation_records():
+    import validation.records
+    return validation.records
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def measurement_frame(path: str, stamp: tuple) -> pd.DataFrame:
     """A measurements CSV; `stamp` (the file's time and size) drops the cache when it changes."""
-    return validation_records.load_frame([path])
+    return validation_records().load_frame([path])
 
 
 @st.cache_resource(show_spinner=False)
@@ -124,7 +129,7 @@ def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Engine]]:
     for name, engine in harness_profiles().items():
         datasheet = bundled_hardware().get(engine.hardware)  # None: fractions of the measured ceilings
         try:
-            fitted = validation_fit.measured_fractions(engine, datasheet)
+            fitted = validation_fit().measured_fractions(engine, datasheet)
         except (KeyError, TypeError, ArithmeticError):  # a profile whose record lacks the measured ceilings
             continue
         for source in engine.harness_fit.get("sources") or []:
@@ -135,7 +140,7 @@ def committed_fits(stamp: tuple) -> dict[str, tuple[str, dict, Engine]]:
 @st.cache_data(max_entries=8, show_spinner="Fitting the roofline to the measurements, leaving one context out…")
 def refit(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
     """`validation.fit` on one file, asked for on the page: tens of seconds on a 2-core machine."""
-    result = validation_fit.fit(measurement_frame(path, stamp), Path(path).stem)
+    result = validation_fit().fit(measurement_frame(path, stamp), Path(path).stem)
     return result.points, result.summary, profile_fields(result.engine)
 
 
@@ -144,7 +149,7 @@ def refit(path: str, stamp: tuple) -> tuple[pd.DataFrame, dict, dict]:
 @st.cache_data(max_entries=64, show_spinner=False)
 def figure_png(kind: str, *args, **kwargs) -> bytes:
     """A `roofline.views.plots` figure as PNG bytes, laid out fast (fixed margins), cached by its inputs."""
-    return plots.png_bytes(getattr(plots, kind)(*args, **kwargs), dpi=FIGURE_DPI, fast=True)
+    return roofline.plots.png_bytes(getattr(roofline.plots, kind)(*args, **kwargs), dpi=FIGURE_DPI, fast=True)
 
 
 # ---- sidebar: each helper returns plain values ----
@@ -454,7 +459,7 @@ def headline(analysis: Analysis) -> None:
 def speculation_view(analysis: Analysis, setup: Setup) -> None:
     spec = setup.speculation
     try:
-        result = speculation.speculate(analysis.deployment, spec["draft"], spec["gamma"], spec["alpha"],
+        result = speculate(analysis.deployment, spec["draft"], spec["gamma"], spec["alpha"],
                                        batch=setup.batch, prompt=setup.prompt, allow_beyond_window=True)
     except ValueError as err:
         st.error(f"**Speculative decoding cannot be priced here.** {err}\n\n**Fix:** change the draft, γ or α.")
@@ -701,7 +706,7 @@ def page_compare(analysis: Analysis, setup: Setup) -> None:
                       delta_color="inverse")
     st.dataframe(compare_table(a, b), hide_index=True)
     terms_a, terms_b = analysis.decode_terms(setup.batch, setup.prompt), other.decode_terms(setup.batch, setup.prompt)
-    change = plots.term_changes(terms_a, terms_b)
+    change = roofline.plots.term_changes(terms_a, terms_b)
     st.image(figure_png("tpot_waterfall", terms_a, terms_b,
                         title=f"Decode step B = {setup.batch}, S = {setup.prompt}: where TPOT changes, term by term"))
     st.dataframe(pd.DataFrame({"term": change.index, "A": terms_a.reindex(change.index, fill_value=0.0).map(fmt_seconds),
@@ -735,13 +740,13 @@ def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored
     profile_files = tuple((p.name, p.stat().st_mtime_ns) for p in sorted(ENGINES_DIR.glob("*.yaml")))
     committed = committed_fits(profile_files).get(path.name)
     if transfer:
-        result = validation_fit.score(frame, transfer)
+        result = validation_fit().score(frame, transfer)
         return Scored(result.points, result.summary, profile_fields(transfer), f"Predicted by `{transfer.name}`, "
                       f"fitted on other measurements of {device} (nothing refitted)", "held-out",
                       "every point predicted by a fit that never saw this file")
     if committed:
         name, raw, fitted = committed
-        result = validation_fit.score(frame, fitted)
+        result = validation_fit().score(frame, fitted)
         recorded = {phase: raw[phase] for phase in ("decode", "prefill") if phase in raw}
         return Scored(result.points.assign(heldout_predicted_s=np.nan), {**result.summary, **recorded},
                       profile_fields(fitted),
@@ -751,7 +756,7 @@ def scored_measurements(path: Path, frame: pd.DataFrame, stamp: tuple) -> Scored
     if st.toggle("Fit this file here, leaving one context out (tens of seconds)", key=f"refit/{path.name}"):
         points, summary, fitted = refit(str(path), stamp)
         return Scored(points, summary, fitted, f"Fitted here on {device}", "held-out", "leave-one-context-out")
-    result = validation_fit.score(frame, IDEAL)
+    result = validation_fit().score(frame, IDEAL)
     return Scored(result.points.assign(heldout_predicted_s=np.nan), result.summary, None,
                   "No committed fit covers this file: the ideal roofline on the ceilings measured with each point of "
                   f"{device} (turn on the fit above to fit one)", "ideal roofline", "nothing fitted")
@@ -841,7 +846,7 @@ def page_validation(analysis: Analysis | None, setup: Setup) -> None:
 def page_plan(analysis: Analysis, setup: Setup) -> None:
     """The cheapest deployments of this model that meet TTFT and TPOT at a request rate (roofline.plan)."""
     import altair as alt
-    from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
+    from roofline import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
     prices = load_prices()
     columns = st.columns(3)
     rate = columns[0].number_input("requests/s", min_value=0.01, value=10.0, key="plan_rate")
@@ -874,7 +879,7 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
     st.write(verdict(frame, targets, setup.model.name))
     if not kept.empty:
         # Axes from 0 to past the largest point (and the TPOT target), so no point sits on an edge; colours: each
-        # device's in every figure (plots.device_color), whichever devices are picked.
+        # device's in every figure (roofline.plots.device_color), whichever devices are picked.
         x_top, y_top = max(tpot, kept["tpot_ms"].max()) * 1.08, kept["usd_per_million_tokens"].max() * 1.1
         devices = sorted(prices)
         base = alt.Chart(kept).encode(
@@ -882,7 +887,7 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
             y=alt.Y("usd_per_million_tokens", title="$ per million output tokens",
                     scale=alt.Scale(domain=[0, y_top], nice=False)))
         points = base.mark_circle(size=70).encode(
-            color=alt.Color("hardware", scale=alt.Scale(domain=devices, range=[plots.device_color(d) for d in devices])),
+            color=alt.Color("hardware", scale=alt.Scale(domain=devices, range=[roofline.plots.device_color(d) for d in devices])),
             tooltip=["configuration", "batch", "capacity_batch", "binding", "gpus", "usd_per_million_tokens", "ttft_ms",
                      "tpot_ms", "decode_bound"])
         front = alt.Chart(kept[kept["pareto"]]).mark_line(color="gray", strokeDash=[4, 3]).encode(
@@ -896,8 +901,7 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
                            "ideal_ttft_s", "ideal_tpot_s", *simulated, "decode_bound", "pareto"]],
                      hide_index=True)
         with st.expander("Closed forms behind the batch (roofline.planning.forms)"):
-            from roofline.planning.forms import explain
-            for row, batch, tp in explain(frame, Workload(rate, setup.prompt, setup.gen), targets):
+            for row, batch, tp in roofline.explain_plan(frame, Workload(rate, setup.prompt, setup.gen), targets):
                 st.markdown(f"**{row['hardware']} tp={int(row['tp'])} {row['weights']}**: capacity batch "
                             f"{int(row['capacity_batch'])}, set by {row['binding']}; largest batch within TPOT "
                             f"= {batch.value:g}" + (f" ({batch.note})" if batch.note else ""))

@@ -56,9 +56,18 @@ class Step:
 
 @dataclass(frozen=True)
 class Ceilings:
-    """Roofs measured on the device (copy bandwidth, GEMM FLOP/s per dtype), in place of its datasheet's."""
-    bandwidth: object  # bytes/s
+    """Roofs measured on the device (bandwidth, GEMM FLOP/s per dtype), in place of its datasheet's."""
+    bandwidth: object  # bytes/s: a number, or an array of one per point
     peak_flops: dict  # dtype -> FLOP/s
+
+    @classmethod
+    def measured(cls, read_bandwidth, copy_bandwidth, matmul_flops: dict) -> Ceilings:
+        """The roofs from what a harness measured: a decode step mostly reads (weights and cache) and writes next
+        to nothing, so the bandwidth roof is the read stream; where none was measured (0, NaN, an older file),
+        the copy stream (read + written)."""
+        read, copy = np.asarray(read_bandwidth, dtype=float), np.asarray(copy_bandwidth, dtype=float)
+        bandwidth = np.where(np.isfinite(read) & (read > 0), read, copy)
+        return cls(float(bandwidth) if bandwidth.ndim == 0 else bandwidth, dict(matmul_flops))
 
 
 @dataclass(frozen=True)

@@ -134,3 +134,19 @@ def test_the_public_api_names_exist_and_py_typed_ships():
 
     assert all(hasattr(roofline, name) for name in roofline.__all__)
     assert (PACKAGE / "py.typed").exists()
+
+
+def test_the_app_uses_only_the_public_api():
+    """app.py is a front end: every name it takes from the package is in `roofline.__all__` (`from roofline import
+    ...` or `roofline.NAME`); no module path inside the package. The harness (validation/) is its own package."""
+    import roofline
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    deep = [f"line {n.lineno}" for n in ast.walk(tree)
+            if (isinstance(n, ast.ImportFrom) and (n.module or "").startswith("roofline."))
+            or (isinstance(n, ast.Import) and any(a.name.startswith("roofline.") for a in n.names))]
+    taken = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "roofline" for a in n.names}
+    taken |= {n.attr for n in ast.walk(tree)
+              if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "roofline"}
+    assert deep == [], f"app.py imports modules inside roofline at {deep}: export the name in roofline.__all__"
+    assert taken - set(roofline.__all__) == set()

@@ -1,4 +1,5 @@
 """CPU oracle: the validation decoder computes the same logits as Hugging Face's LlamaForCausalLM."""
+import numpy as np
 import pytest
 import torch
 
@@ -221,6 +222,17 @@ def test_the_native_cpu_decode_attention_equals_softmax_attention(groups, head_d
     expected = matmul_attention(q.float(), keys.float(), values.float())  # the same bf16 inputs, in fp32
     tolerance = TOLERANCE if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)  # the bf16 output rounding
     torch.testing.assert_close(native_attention.decode_attention(q, keys, values).float(), expected, **tolerance)
+
+
+def test_loading_the_native_kernel_leaves_subnormals_alone():
+    """A -ffast-math build turned on flush-to-zero for the whole process when it loaded (crtfastmath.o): torch's
+    CPU kernels then flushed subnormals and hypothesis refused to draw floats in later tests."""
+    from validation import native_attention
+    if native_attention.kernel() is None:
+        pytest.skip("no C compiler: the native kernel is not built")
+    tiny = torch.tensor([1e-40], dtype=torch.float32)  # below float32's smallest normal, 1.18e-38
+    assert (tiny * 1.0).item() > 0
+    assert np.nextafter(0.0, 1.0) * 1.0 > 0
 
 
 def test_without_the_native_kernel_decode_falls_back_to_matmuls_and_says_so(monkeypatch):

@@ -1,5 +1,5 @@
 """SteadyProbe: points are measured on a machine at its usual roofs, and re-measured when the roofs moved."""
-from validation.ceilings import Ceilings
+from validation.ceilings import CeilingReading
 from validation.probe import SteadyProbe
 
 
@@ -10,7 +10,7 @@ def scripted(bandwidths_gb):
     def sleep(seconds):
         sleeps.append(seconds)
         now[0] += seconds
-    probe = SteadyProbe(lambda: Ceilings(next(readings) * 1e9, 1.0, {"fp32": 1.0}), tolerance=0.1,
+    probe = SteadyProbe(lambda: CeilingReading(next(readings) * 1e9, 1.0, {"fp32": 1.0}), tolerance=0.1,
                         patience_s=10.0, pause_s=2.0, clock=lambda: now[0], sleep=sleep)
     return probe, sleeps
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from validation import records, sweep
-from validation.ceilings import Ceilings
+from validation.ceilings import CeilingReading
 from validation.cli import PRESETS, main
 
-CEILINGS = Ceilings(copy_bandwidth=50e9, read_bandwidth=25e9, matmul_flops={"fp32": 100e9})
+CEILINGS = CeilingReading(copy_bandwidth=50e9, read_bandwidth=25e9, matmul_flops={"fp32": 100e9})
 SPEC = sweep.SweepSpec(device="cpu", model=PRESETS["tiny"], batches=(1, 2), contexts=(16, 32), steps=2,
                        prefill_repeats=1, prefill_token_limit=64)
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
+from roofline.deployment import Ceilings
+
 from .decoder import DTYPES, torch_dtype
 from .linear import Linear
 from .timing import time_on
@@ -35,18 +37,22 @@ SIZES = {"cpu": dict(copy_bytes=512 * 2**20, gemm_n=2048, repeats=10, warmup_s=1
 
 
 @dataclass(frozen=True)
-class Ceilings:
+class CeilingReading:
+    """One measurement of the device's roofs, as recorded beside each point; `roofs()` is what the pricer uses."""
     copy_bandwidth: float  # bytes/s, read + written
     read_bandwidth: float  # bytes/s, read only
     matmul_flops: dict  # dtype -> FLOP/s
+
+    def roofs(self) -> Ceilings:
+        return Ceilings.measured(self.read_bandwidth, self.copy_bandwidth, self.matmul_flops)
 
     def as_row(self) -> dict:
         row = {"copy_bandwidth": self.copy_bandwidth, "read_bandwidth": self.read_bandwidth}
         row.update({f"matmul_flops_{dtype}": self.matmul_flops.get(dtype, "") for dtype in DTYPES})  # "": not measured
         return row
 
-    def mean(self, other: Ceilings) -> Ceilings:
-        return Ceilings((self.copy_bandwidth + other.copy_bandwidth) / 2, (self.read_bandwidth + other.read_bandwidth) / 2,
+    def mean(self, other: CeilingReading) -> CeilingReading:
+        return CeilingReading((self.copy_bandwidth + other.copy_bandwidth) / 2, (self.read_bandwidth + other.read_bandwidth) / 2,
                         {d: (f + other.matmul_flops[d]) / 2 for d, f in self.matmul_flops.items()})
 
 
@@ -75,9 +81,9 @@ def measure_matmul(device: str, dtype: str, n: int, repeats: int) -> float:
     return 2 * n**3 / seconds  # n^3 multiply-adds
 
 
-def measure_ceilings(device: str, dtypes: tuple, size: str | None = None) -> Ceilings:
+def measure_ceilings(device: str, dtypes: tuple, size: str | None = None) -> CeilingReading:
     """size: a key of SIZES; None for the device's full measurement."""
     size = SIZES[size or device]
     copy_bw, read_bw = measure_bandwidth(device, size["copy_bytes"], size["repeats"], size["warmup_s"])
     flops = {dtype: measure_matmul(device, dtype, size["gemm_n"], size["repeats"]) for dtype in dtypes}
-    return Ceilings(copy_bw, read_bw, flops)
+    return CeilingReading(copy_bw, read_bw, flops)

@@ -10,6 +10,7 @@ from pathlib import Path
 import yaml
 
 from roofline import ModelConfig, load_hardware, load_model
+from roofline.cli import args as parse
 from roofline.hardware import DATA_DIR, hardware_id_for_gpu
 
 from . import records, serve_cli
@@ -47,13 +48,7 @@ DEFAULTS = {"cpu": dict(batches="1,2,4,8,16,32,64", contexts="128,256,512,1024,2
 
 
 def integers(text: str, name: str) -> tuple:
-    try:
-        values = tuple(int(v) for v in str(text).split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"--{name}: expected comma-separated whole numbers, got {text!r}") from None
-    if not values or min(values) <= 0:
-        raise ValueError(f"--{name}: expected positive whole numbers, got {text!r}")
-    return values
+    return tuple(parse.numbers(text, f"--{name}", whole=True))
 
 
 def model_config(name: str, layers: int | None) -> ModelConfig:

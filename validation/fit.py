@@ -63,10 +63,8 @@ def row_options(row) -> Options:
 
 
 def roof_bandwidth(rows) -> np.ndarray:
-    """The bandwidth roof of each row: its measured read stream (a decode step reads weights and cache
-    and writes next to nothing), or, where a file has none, its copy bandwidth (read + written)."""
-    read, copy = rows["read_bandwidth"].to_numpy(float), rows["copy_bandwidth"].to_numpy(float)
-    return np.where(np.isfinite(read) & (read > 0), read, copy)
+    """The bandwidth roof of each row (Ceilings.measured: the read stream, else the copy)."""
+    return np.atleast_1d(Ceilings.measured(rows["read_bandwidth"], rows["copy_bandwidth"], {}).bandwidth)
 
 
 def measured_hardware(frame: pd.DataFrame) -> Hardware:
@@ -86,7 +84,8 @@ def groups_of(frame: pd.DataFrame) -> list[Group]:
     out = []
     keys = ["config_hash", "phase", "dtype", "kv_dtype", "weight_format", "attention"]
     for (_config_hash, phase, dtype, *_), rows in frame.groupby(keys):
-        ceilings = Ceilings(roof_bandwidth(rows), {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)})
+        ceilings = Ceilings.measured(rows["read_bandwidth"], rows["copy_bandwidth"],
+                                     {dtype: rows[f"matmul_flops_{dtype}"].to_numpy(float)})
         d = row_deployment(rows.iloc[0], measured_hardware(rows), ceilings=ceilings)
         batch, context = rows["batch"].to_numpy(float), rows["context"].to_numpy(float)
         compiled = d.phase(phase)

@@ -1,6 +1,6 @@
 """The CPU decode-attention kernel (native/decode_attention.c), built on first use and called with ctypes.
 
-Built with the machine's C compiler (cc -O3 -march=native -ffast-math -fopenmp, well under a second)
+Built with the machine's C compiler (cc -O3 -march=native, reassociating math, -fopenmp; well under a second)
 into ~/.cache/roofline, keyed by the source, the flags and the CPU's feature flags. No compiler, or
 a failed build: `kernel()` is None and the decoder keeps its batched-matmul attention (the row's
 `attention` column says which ran). The cache may be fp32 or bf16; fp16 takes the matmul path.
@@ -20,7 +20,12 @@ from pathlib import Path
 import torch
 
 SOURCE = Path(__file__).with_name("native") / "decode_attention.c"
-FLAGS = ("-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC")
+# -ffast-math's parts that let GCC vectorize the dot products and sums (reassociation), not -ffast-math itself:
+# GCC < 13 links crtfastmath.o into a -ffast-math (or -funsafe-math-optimizations) shared library, whose
+# constructor turns on flush-to-zero for the whole process when the library loads: torch's CPU kernels then
+# flush subnormals, and hypothesis refuses to draw floats in the same test process.
+FLAGS = ("-O3", "-march=native", "-fassociative-math", "-fno-signed-zeros", "-fno-trapping-math", "-fno-math-errno",
+         "-freciprocal-math", "-ffinite-math-only", "-fopenmp", "-shared", "-fPIC")
 
 
 def cache_dir() -> Path:

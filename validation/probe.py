@@ -13,24 +13,24 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .ceilings import Ceilings
+from .ceilings import CeilingReading
 
 
 class SteadyProbe:
-    def __init__(self, measure: Callable[[], Ceilings], tolerance: float = 0.1, patience_s: float = 120.0,
+    def __init__(self, measure: Callable[[], CeilingReading], tolerance: float = 0.1, patience_s: float = 120.0,
                  pause_s: float = 2.0, retries: int = 2, spread: float = 0.2, clock=time.monotonic, sleep=time.sleep):
         self.measure, self.tolerance, self.patience_s, self.pause_s = measure, tolerance, patience_s, pause_s
         self.spread = spread
         self.retries, self.clock, self.sleep = retries, clock, sleep
         self.best = 0.0  # the highest copy bandwidth probed in this run: the machine's usual state
 
-    def probe(self) -> Ceilings:
+    def probe(self) -> CeilingReading:
         ceilings = self.measure()
         self.best = max(self.best, ceilings.copy_bandwidth)
         return ceilings
 
-    def steady(self) -> Ceilings:
-        """Ceilings once the machine is back near its best (or patience ran out)."""
+    def steady(self) -> CeilingReading:
+        """A reading once the machine is back near its best (or patience ran out)."""
         ceilings, start = self.probe(), self.clock()
         while ceilings.copy_bandwidth < (1 - self.tolerance) * self.best and self.clock() - start < self.patience_s:
             self.sleep(self.pause_s)

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from roofline import ModelConfig
-from roofline.serving.batching import Workload
+from roofline.serving.batching import Workload, poisson_arrivals
 
 from .ceilings import measure_ceilings
 from .probe import SteadyProbe
@@ -70,7 +70,7 @@ class ServeSpec:
 def workload(spec: ServeSpec) -> tuple[Workload, list[torch.Tensor]]:
     """Seeded Poisson arrivals, fixed lengths, and each prompt's random token ids."""
     rng = np.random.default_rng(spec.seed)
-    arrivals = np.cumsum(rng.exponential(1 / spec.rate, spec.requests))
+    arrivals = poisson_arrivals(rng, spec.rate, spec.requests)
     work = Workload(arrivals, np.full(spec.requests, spec.prompt_tokens), np.full(spec.requests, spec.output_tokens))
     prompts = [torch.from_numpy(rng.integers(0, spec.model.vocab_size, spec.prompt_tokens)) for _ in arrivals]
     return work, prompts

@@ -25,7 +25,7 @@ from roofline.deployment import Deployment
 from roofline.evaluate import evaluate
 
 from . import records
-from .ceilings import Ceilings
+from .ceilings import CeilingReading
 from .decoder import attention_kernel, build_decoder, default_kernels, torch_dtype
 from .linear import matmul_kernel
 from .probe import SteadyProbe
@@ -91,10 +91,11 @@ def total_memory(device: str) -> float:
     return float(meminfo["MemTotal"].split()[0]) * 1024
 
 
-def measured_hardware(device: str, ceilings: Ceilings) -> Hardware:
-    """The device as measured: copy bandwidth and GEMM FLOP/s are its roofs, not a datasheet."""
+def measured_hardware(device: str, ceilings: CeilingReading) -> Hardware:
+    """The device as measured: its measured roofs (the fit's: the read stream, GEMM FLOP/s), not a datasheet."""
+    roofs = ceilings.roofs()
     return Hardware(id=f"measured-{device}", name=device_name(device), memory_bytes=total_memory(device),
-                    memory_bandwidth=ceilings.copy_bandwidth, peak_flops=dict(ceilings.matmul_flops))
+                    memory_bandwidth=roofs.bandwidth, peak_flops=roofs.peak_flops)
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -125,7 +126,7 @@ class Progress:
         print(f", {outcome}", file=self.stream, flush=True)
 
 
-def run_sweep(spec: SweepSpec, path: Path, ceilings: Ceilings, progress: Progress | None = None,
+def run_sweep(spec: SweepSpec, path: Path, ceilings: CeilingReading, progress: Progress | None = None,
               probe: SteadyProbe | None = None) -> dict:
     """Measure every point not already in `path`; returns counts of rows written by status.
 

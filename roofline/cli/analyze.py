@@ -18,6 +18,7 @@ import json
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..models.config import CHUNKED, WINDOW, load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
+from . import args as parse
 from .engines import CALIBRATION_HELP, engine_choice
 from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from .load import add_load_arguments, run_load, under_load
@@ -72,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
     overrides = _overrides(config, args)
     analysis = analyze(
         config, args.hardware, batch=parse_batches(args.batch),
-        prompt=_positive_int("--prompt", args.prompt), gen=_positive_int("--gen", args.gen),
+        prompt=parse.number(args.prompt, "--prompt", whole=True), gen=parse.number(args.gen, "--gen", whole=True),
         precision=precision_of(args),
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_mla_form(config, args.mla_form)),
-        tp=_positive_int("--tp", args.tp), replicas=_positive_int("--replicas", args.replicas),
+        tp=parse.number(args.tp, "--tp", whole=True), replicas=parse.number(args.replicas, "--replicas", whole=True),
         engine=engine_choice(args), allow_beyond_window=args.allow_beyond_window,
         prefill_chunk=prefill_chunk(args.prefill_chunk), **overrides)
     if under_load(args):
@@ -139,27 +140,14 @@ def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
 
 
 def prefill_chunk(text) -> int | None:
-    return None if str(text).strip().lower() == "all" else _positive_int("--prefill-chunk", text)
-
-
-def _positive_int(flag: str, text) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{flag}: expected a positive whole number, got {str(text)!r}")
-    return value
+    if str(text).strip().lower() == "all":
+        return None
+    return parse.number(text, "--prefill-chunk", whole=True, example="2048 (or all)")
 
 
 def parse_batches(text: str) -> list[int]:
     """'1,64,256' -> [1, 64, 256]; anything else raises ValueError naming --batch."""
-    parts = str(text).split(",")
-    try:
-        return [_positive_int("--batch", part) for part in parts]
-    except ValueError:
-        raise ValueError(f"--batch: expected comma-separated positive whole numbers (e.g. 1,64,256), "
-                         f"got {str(text)!r}") from None
+    return parse.numbers(text, "--batch", whole=True, example="1,64,256")
 
 
 def _mla_form(config, text: str | None) -> str:
@@ -184,7 +172,7 @@ def _overrides(config, args) -> dict:
     for flag, field, text in (("--kv-heads", "n_kv_heads", args.kv_heads), ("--cla", "cla_factor", args.cla)):
         if text is None:
             continue
-        overrides[field] = _positive_int(flag, text)
+        overrides[field] = parse.number(text, flag, whole=True)
         if field == "n_kv_heads" and not config.has_kv_heads:
             raise ValueError(f"--kv-heads: model {config.name!r} uses MLA (one shared latent KV cache); "
                              "KV heads do not apply")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..serving.load import Policy, at_load, kv_sequences, LoadModel
 from ..views.fmt import fmt_count, fmt_seconds
+from . import args as parse
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs default (vllm/config: SchedulerConfig); TensorRT-LLM max_batch_size
 DEFINITIONS = {
@@ -48,34 +49,12 @@ def under_load(args) -> bool:
     return args.rate is not None or args.concurrency is not None
 
 
-def _numbers(flag: str, text: str, low: float) -> np.ndarray:
-    try:
-        values = np.array([float(part) for part in str(text).split(",")])
-    except ValueError:
-        values = np.array([math.nan])
-    bad = values[~(np.isfinite(values) & (values >= low) & (values > 0))]
-    if bad.size:
-        raise ValueError(f"{flag}: expected comma-separated finite numbers {'> 0' if low <= 0 else f'>= {low:g}'}, got "
-                         f"{str(text)!r}; fix: e.g. {flag} {'2,5,10' if flag == '--rate' else '8,32,64'}")
-    return values
-
-
-def _whole(flag: str, text, fix: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{flag}: expected a positive whole number of tokens, got {str(text)!r}; fix: {fix}")
-    return value
-
-
 def policy_of(args, d, prompt: int, gen: int, default_budget) -> tuple[Policy, int]:
-    budget = _whole("--token-budget", args.token_budget if args.token_budget is not None else default_budget or 8192,
-                    "e.g. --token-budget 8192")
-    max_seqs = _whole("--max-num-seqs", args.max_num_seqs, "e.g. --max-num-seqs 256")
+    budget = parse.number(args.token_budget if args.token_budget is not None else default_budget or 8192,
+                          "--token-budget", whole=True, example="8192")
+    max_seqs = parse.number(args.max_num_seqs, "--max-num-seqs", whole=True, example="256")
     block = (d.engine.memory.block_tokens if args.block_size is None
-             else _whole("--block-size", args.block_size, "e.g. --block-size 16 (vLLM's)"))
+             else parse.number(args.block_size, "--block-size", whole=True, example="16 (vLLM's)"))
     if budget <= max_seqs:
         raise ValueError(f"--token-budget: {budget} tokens cannot carry one decode batch of --max-num-seqs {max_seqs} "
                          f"plus a prefill chunk; fix: a budget above {max_seqs}, or fewer --max-num-seqs")
@@ -91,8 +70,9 @@ def run_load(args, analysis, prompt: int, gen: int) -> int:
     policy, block = policy_of(args, d, prompt, gen, analysis.prefill_chunk)
     if args.rate is not None and args.concurrency is not None:
         raise ValueError("--rate, --concurrency: give one (open loop or closed loop)")
-    rate = None if args.rate is None else _numbers("--rate", args.rate, 0.0)
-    concurrency = None if args.concurrency is None else _numbers("--concurrency", args.concurrency, 1.0)
+    rate = None if args.rate is None else np.array(parse.numbers(args.rate, "--rate", example="2,5,10"))
+    concurrency = None if args.concurrency is None else np.array(
+        parse.numbers(args.concurrency, "--concurrency", low=1, inclusive=True, example="8,32,64"))
     out = at_load(d, prompt, gen, rate, concurrency, policy)
     rows = records(analysis, out, policy, block, prompt, gen)
     if args.json:

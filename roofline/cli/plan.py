@@ -18,6 +18,7 @@ from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan
 from ..precision import normalize_dtype
 from ..planning.workload import MAX_RATE, parse_lengths
 from ..views.fmt import fmt_count, fmt_number, fmt_seconds, plural
+from . import args as parse
 from .analyze import add_experts, experts_of, prefill_chunk
 
 SHOWN = ("hardware", "tp", "pp", "ep", "weights", "kv", "engine", "batch", "capacity_batch", "binding", "replicas",
@@ -43,32 +44,13 @@ COLUMNS = {
 }
 
 
-def _list(text: str, flag: str, kind=str) -> tuple:
-    """The distinct values of a comma-separated flag, in order (`bf16,bf16` would price every candidate twice)."""
-    try:
-        values = tuple(dict.fromkeys(kind(v.strip()) for v in str(text).split(",") if v.strip()))
-    except ValueError:
-        raise ValueError(f"{flag}: expected a comma-separated list, got {text!r}") from None
-    if not values:
-        raise ValueError(f"{flag}: give at least one value")
-    return values
-
-
 def _dtypes(text: str, flag: str) -> tuple:
     """Distinct formats, aliases folded (`bf16,bfloat16` is one candidate)."""
-    return tuple(dict.fromkeys(normalize_dtype(v, flag) for v in _list(text, flag)))
+    return tuple(dict.fromkeys(normalize_dtype(v, flag) for v in parse.items(text, flag)))
 
 
-def _positive(text, flag: str, kind=float, most: float = math.inf):
-    try:
-        value = kind(text)
-    except ValueError:
-        value = -1
-    if not (value > 0 and math.isfinite(value) and value <= most):
-        limit = "" if most == math.inf else f" up to {most:g}"
-        raise ValueError(f"{flag}: expected a positive {'whole ' if kind is int else ''}number{limit}, "
-                         f"got {text!r}; fix: give e.g. {flag} {'4' if kind is int else '0.5'}")
-    return value
+def _degrees(text: str, flag: str) -> tuple:
+    return tuple(dict.fromkeys(parse.numbers(text, flag, whole=True, example="1,2,4,8")))
 
 
 def _read(path: str) -> str:
@@ -131,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _percentile(text) -> float | None:
     if text is None:
         return None
-    value = _positive(str(text).lower().lstrip("p"), "--percentile")
+    value = parse.number(str(text).lower().lstrip("p"), "--percentile", example="90")
     if value >= 100:
         raise ValueError(f"--percentile: expected a percentile below 100 such as 90 or p90, got {text!r}")
     return value
@@ -208,24 +190,26 @@ def explain_lines(found) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """The cheapest deployments (hardware, tp, pp, weights, KV, engine) that meet TTFT and TPOT at a request rate."""
-    work = Workload(_positive(args.rate, "--rate", most=MAX_RATE), parse_lengths(args.prompt, "--prompt", _read),
-                    parse_lengths(args.gen, "--gen", _read))
-    targets = Targets(_positive(args.ttft, "--ttft"), _positive(args.tpot, "--tpot"),
-                      None if args.e2e is None else _positive(args.e2e, "--e2e"),
+    work = Workload(parse.number(args.rate, "--rate", high=MAX_RATE, example="3"),
+                    parse_lengths(args.prompt, "--prompt", _read), parse_lengths(args.gen, "--gen", _read))
+    targets = Targets(parse.number(args.ttft, "--ttft"), parse.number(args.tpot, "--tpot", example="0.04"),
+                      None if args.e2e is None else parse.number(args.e2e, "--e2e"),
                       None if args.fast else _percentile(args.percentile))
-    replicas = tuple(None if v.lower() == "fewest" else _positive(v, "--replicas", int)
-                     for v in _list(args.replicas, "--replicas"))
-    caps = tuple(None if v.lower() == "none" else _positive(v, "--max-batch", int) for v in _list(args.max_batch, "--max-batch"))
-    chunks = tuple(prefill_chunk(v) for v in _list(args.prefill_chunk, "--prefill-chunk"))
-    top = _positive(args.top, "--top", int)  # every flag is read before anything is computed or printed
+    replicas = tuple(None if v.lower() == "fewest" else parse.number(v, "--replicas", whole=True, example="2 (or fewest)")
+                     for v in parse.items(args.replicas, "--replicas"))
+    caps = tuple(None if v.lower() == "none" else parse.number(v, "--max-batch", whole=True, example="256 (or none)")
+                 for v in parse.items(args.max_batch, "--max-batch"))
+    chunks = tuple(prefill_chunk(v) for v in parse.items(args.prefill_chunk, "--prefill-chunk"))
+    top = parse.number(args.top, "--top", whole=True, example="5")  # every flag is read before anything is computed
     prices = load_prices(args.prices)
-    hardware = tuple(prices) if args.hardware is None else _list(args.hardware, "--hardware")
-    frame = plan(args.model, work, targets, hardware, _list(args.tp, "--tp", int),
-                 _dtypes(args.weights, "--weights"), _list(args.engine, "--engine"), prices, chunks,
-                 pp=_list(args.pp, "--pp", int), ep=_list(args.ep, "--ep", int), kv=_dtypes(args.kv, "--kv"),
-                 max_batch=caps, max_gpus=None if args.max_gpus is None else _positive(args.max_gpus, "--max-gpus", int),
-                 frontier=_positive(args.frontier, "--frontier", int),
-                 requests=_positive(args.requests, "--requests", int),
+    hardware = tuple(prices) if args.hardware is None else tuple(parse.items(args.hardware, "--hardware"))
+    frame = plan(args.model, work, targets, hardware, _degrees(args.tp, "--tp"),
+                 _dtypes(args.weights, "--weights"), tuple(parse.items(args.engine, "--engine")), prices, chunks,
+                 pp=_degrees(args.pp, "--pp"), ep=_degrees(args.ep, "--ep"), kv=_dtypes(args.kv, "--kv"),
+                 max_batch=caps,
+                 max_gpus=None if args.max_gpus is None else parse.number(args.max_gpus, "--max-gpus", whole=True),
+                 frontier=parse.number(args.frontier, "--frontier", whole=True),
+                 requests=parse.number(args.requests, "--requests", whole=True),
                  progress=None if targets.percentile is None else _progress_bar(), experts=experts_of(args),
                  replicas=replicas, objective=args.objective, allow_beyond_window=args.allow_beyond_window)
     status = 0 if frame["feasible"].any() else 1

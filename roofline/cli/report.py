@@ -25,36 +25,13 @@ from ..precision import Precision
 from ..userfile import one_line
 from ..study.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
+from . import args as parse
 from .analyze import add_experts, experts_of
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
 FITS_DIR = ENGINES_DIR
 MEASUREMENT_COLUMNS = ("model", *MEASURED_DIMS, "dtype", "phase", "batch", "context", "time_s")
-
-
-def _list(text: str, name: str) -> list[str]:
-    items = [t.strip() for t in str(text).split(",") if t.strip()]
-    if not items:
-        raise ValueError(f"{name}: give at least one value, got {text!r}")
-    return items
-
-
-def _whole_numbers(text: str, name: str) -> list[int]:
-    try:
-        values = [int(t) for t in _list(text, name)]
-    except ValueError:
-        raise ValueError(f"{name}: expected comma-separated positive integers, got {text!r}") from None
-    if any(v <= 0 for v in values):
-        raise ValueError(f"{name}: must be positive, got {text!r}")
-    return values
-
-
-def _one_number(text: str, name: str) -> int:
-    values = _whole_numbers(text, name)
-    if len(values) != 1:
-        raise ValueError(f"{name}: give one value, got {text!r}")
-    return values[0]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -233,14 +210,8 @@ def _slo(args: argparse.Namespace) -> dict | None:
     out = {}
     for key, name in (("rate", "rate"), ("ttft", "ttft_s"), ("tpot", "tpot_s"), ("e2e", "e2e_s")):
         if key in given:
-            try:
-                out[name] = float(given[key])
-            except ValueError:
-                out[name] = -1.0
-            most = MAX_RATE if key == "rate" else math.inf
-            if not (0 < out[name] <= most and math.isfinite(out[name])):
-                raise ValueError(f"--{key}: expected a positive number{f' up to {most:g}' if key == 'rate' else ''}, "
-                                 f"got {given[key]!r}; fix: give e.g. --{key} {'10' if key == 'rate' else '0.5'}")
+            out[name] = parse.number(given[key], f"--{key}", high=MAX_RATE if key == "rate" else math.inf,
+                                     example="10" if key == "rate" else "0.5")
     return out
 
 
@@ -270,13 +241,13 @@ def _remove(created: list[Path]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the study of a model on one or more devices (Markdown, HTML, CSV, JSON, PNG)."""
-    hardware = [h for item in (args.hardware or list(DEFAULTS["hardware"])) for h in _list(item, "hardware")]
-    formats = _list(args.format, "format")
+    hardware = [h for item in (args.hardware or list(DEFAULTS["hardware"])) for h in parse.items(item, "--hardware")]
+    formats = parse.items(args.format, "--format")
     unknown = sorted(set(formats) - set(FORMATS))
     if unknown:
         raise ValueError(f"format: unknown {', '.join(unknown)}; use md, html or md,html")
-    batch = _whole_numbers(args.batch, "batch")
-    prompt, gen = _one_number(args.prompt, "prompt"), _one_number(args.gen, "gen")
+    batch = parse.numbers(args.batch, "--batch", whole=True, example="1,64,256")
+    prompt, gen = parse.number(args.prompt, "--prompt", whole=True), parse.number(args.gen, "--gen", whole=True)
     if args.calibration is not None:
         if args.fit is not None:
             raise ValueError("--calibration and --fit: give --fit only (--calibration is deprecated)")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import numpy as np
@@ -22,19 +21,8 @@ from ..serving.batching import MAX_REQUESTS
 from ..views.fmt import fmt_bytes, fmt_number, fmt_seconds, plain
 from ..study.report_whatifs import MTP_COST, draft_model
 from .analyze import add_precision, add_prefill_chunk, precision_of, prefill_chunk
+from . import args as parse
 from .engines import CALIBRATION_HELP, engine_choice
-
-
-def _number(flag: str, text, kind=float, low=None, high=None, low_open=False):
-    try:
-        value = kind(str(text).strip())
-    except ValueError:
-        raise ValueError(f"{flag}: expected a {'whole ' if kind is int else ''}number, got {str(text)!r}") from None
-    if not math.isfinite(value) or (low is not None and (value <= low if low_open else value < low)) \
-            or (high is not None and value > high):
-        bounds = f"{'(' if low_open else '['}{low}, {high if high is not None else 'inf'}]"
-        raise ValueError(f"{flag}: must be in {bounds}, got {str(text)!r}")
-    return value
 
 
 def _precision(args) -> Precision:
@@ -100,18 +88,19 @@ def _draft(text: str | None, target) -> tuple:
         float(text)
     except ValueError:
         return load_model(text), ""
-    return _number("--draft", text, float, low=0, high=1, low_open=True), " of a target step"
+    return parse.number(text, "--draft", low=0, high=1), " of a target step"
 
 
 def run_speculate(args: argparse.Namespace) -> int:
     """Speculative decoding: tokens per iteration, effective TPOT, speedup and the best lookahead."""
     from ..serving.speculation import speculate
-    gamma = _number("--gamma", args.gamma, int, low=1)
-    alpha = _number("--alpha", args.alpha, float, low=0, high=1)
-    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    gamma = parse.number(args.gamma, "--gamma", whole=True)
+    alpha = parse.number(args.alpha, "--alpha", low=0, inclusive=True, high=1)
+    d = _deployment(args, tp=parse.number(args.tp, "--tp", whole=True))
     draft, why = _draft(args.draft, d.config)
-    result = speculate(d, draft, gamma, alpha, batch=_number("--batch", args.batch, int, low=1),
-                       prompt=_number("--prompt", args.prompt, int, low=1), allow_beyond_window=args.allow_beyond_window)
+    result = speculate(d, draft, gamma, alpha, batch=parse.number(args.batch, "--batch", whole=True),
+                       prompt=parse.number(args.prompt, "--prompt", whole=True),
+                       allow_beyond_window=args.allow_beyond_window)
     record = {"model": args.model, "draft": draft if isinstance(draft, float) else draft.name, "hardware": args.hardware,
               **{k: getattr(result, k) for k in result.__dataclass_fields__}}
     lines = [f"target {args.model}, draft {record['draft']}{why} on {args.hardware}: γ={gamma}, α={alpha}, "
@@ -145,10 +134,10 @@ def _equation(expr) -> str:
 def run_crossovers(args: argparse.Namespace) -> int:
     """Critical batch, KV = weights context, max batch and 90% saturation batch, solved symbolically."""
     from ..serving import crossovers as x
-    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    d = _deployment(args, tp=parse.number(args.tp, "--tp", whole=True))
     config, hw, precision = d.config, d.hardware, d.precision
-    prompt, gen = _number("--prompt", args.prompt, int, low=1), _number("--gen", args.gen, int, low=1)
-    batch = _number("--batch", args.batch, int, low=1)
+    prompt, gen = parse.number(args.prompt, "--prompt", whole=True), parse.number(args.gen, "--gen", whole=True)
+    batch = parse.number(args.batch, "--batch", whole=True)
     check_context(config, prompt + gen, allow=args.allow_beyond_window)
     chunk = prefill_chunk(args.prefill_chunk)
     found = {"critical_batch": x.critical_batch(d),
@@ -220,16 +209,17 @@ def run_simulate(args: argparse.Namespace) -> int:
     from ..serving.batching import POLICIES, poisson_workload, simulate
     if args.policy not in POLICIES:
         raise ValueError(f"--policy: unknown value {args.policy!r}; use one of {', '.join(POLICIES)}")
-    block = None if args.block_size == "contiguous" else _number("--block-size", args.block_size, int, low=1)
-    chunk = None if args.chunk is None else _number("--chunk", args.chunk, int, low=1)
-    requests = _number("--requests", args.requests, int, low=1)
-    rate = _number("--rate", args.rate, float, low=0, low_open=True)
-    prompt_mean = _number("--prompt-mean", args.prompt_mean, float, low=1)
-    output_mean = _number("--output-mean", args.output_mean, float, low=1)
-    max_batch = _number("--max-batch", args.max_batch, int, low=1)
-    d = _deployment(args, tp=_number("--tp", args.tp, int, low=1))
+    block = None if args.block_size == "contiguous" else parse.number(args.block_size, "--block-size", whole=True)
+    chunk = None if args.chunk is None else parse.number(args.chunk, "--chunk", whole=True)
+    requests = parse.number(args.requests, "--requests", whole=True)
+    rate = parse.number(args.rate, "--rate", low=0)
+    prompt_mean = parse.number(args.prompt_mean, "--prompt-mean", low=1, inclusive=True)
+    output_mean = parse.number(args.output_mean, "--output-mean", low=1, inclusive=True)
+    max_batch = parse.number(args.max_batch, "--max-batch", whole=True)
+    d = _deployment(args, tp=parse.number(args.tp, "--tp", whole=True))
     check_context(d.config, prompt_mean + output_mean, "--prompt-mean + --output-mean", args.allow_beyond_window)
-    work = poisson_workload(requests, rate, prompt_mean, output_mean, _number("--seed", args.seed, int, low=0))
+    seed = parse.number(args.seed, "--seed", whole=True, low=0, inclusive=True)
+    work = poisson_workload(requests, rate, prompt_mean, output_mean, seed)
     result = simulate(d, work, args.policy, max_batch, block, chunk, progress=_progress_bar(requests))
     summary = result.summary()
     record = {"model": args.model, "hardware": args.hardware, "policy": args.policy, "rate": rate,
@@ -275,9 +265,10 @@ def run_parallel(args: argparse.Namespace) -> int:
     """Decode on tp x pp GPUs with micro-batches, or with experts over ep GPUs: memory, TPOT, bubbles."""
     from ..serving.expert_parallel import analyze_expert_parallel
     from ..serving.pipeline import analyze_pipeline
-    degrees = {flag: _number(f"--{flag}", getattr(args, flag), int, low=1) for flag in ("tp", "pp", "ep", "microbatches")}
-    batch, prompt = _number("--batch", args.batch, int, low=1), _number("--prompt", args.prompt, int, low=1)
-    gen = _number("--gen", args.gen, int, low=1)
+    degrees = {flag: parse.number(getattr(args, flag), f"--{flag}", whole=True)
+               for flag in ("tp", "pp", "ep", "microbatches")}
+    batch, prompt = parse.number(args.batch, "--batch", whole=True), parse.number(args.prompt, "--prompt", whole=True)
+    gen = parse.number(args.gen, "--gen", whole=True)
     if degrees["ep"] > 1 and degrees["tp"] * degrees["pp"] * degrees["microbatches"] > 1:
         raise ValueError("--ep: expert parallelism is modelled alone; leave --tp, --pp and --microbatches at 1")
     d = _deployment(args, tp=degrees["tp"], pp=degrees["pp"], ep=degrees["ep"])

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..deployment import Deployment
-from ..serving.batching import StepCost, Workload as Requests, simulate_continuous
+from ..serving.batching import StepCost, Workload as Requests, poisson_arrivals, simulate_continuous
 
 BLOCK = 16  # KV tokens per page, vLLM's default
 
@@ -23,8 +23,7 @@ BLOCK = 16  # KV tokens per page, vLLM's default
 def requests_for(work, rate: float, n: int, seed: int) -> Requests:
     from .workload import Lengths
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1 / rate, n))
-    return Requests(arrivals, Lengths.of(work.prompt).draw(rng, n), Lengths.of(work.gen).draw(rng, n))
+    return Requests(poisson_arrivals(rng, rate, n), Lengths.of(work.prompt).draw(rng, n), Lengths.of(work.gen).draw(rng, n))
 
 
 def simulate_row(row, work, percentile: float, requests: int, seed: int, progress=None) -> dict:

@@ -37,6 +37,11 @@ class Workload:
     outputs: np.ndarray  # generated tokens per request (>= 1)
 
 
+def poisson_arrivals(rng: np.random.Generator, rate: float, requests: int) -> np.ndarray:
+    """Seconds at which `requests` arrive as a Poisson process of `rate` requests/s (exponential gaps from 0)."""
+    return np.cumsum(rng.exponential(1 / rate, requests))
+
+
 def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, output_mean: float = 128,
                      seed: int = 0) -> Workload:
     """Poisson arrivals at `rate` requests/s; prompt and output lengths geometric with the given means."""
@@ -52,7 +57,7 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
         if not mean >= 1:
             raise ValueError(f"{name}: must be >= 1 token, got {mean!r}")
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1 / rate, requests))
+    arrivals = poisson_arrivals(rng, rate, requests)
     return Workload(arrivals, rng.geometric(1 / prompt_mean, requests), rng.geometric(1 / output_mean, requests))
 
 
