@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..deployment import Deployment
+from ..sharding import whole
 from .mixed_step import attention_seconds, dense_seconds
 
 STATIC, CONTINUOUS = "static", "continuous"
@@ -47,8 +48,7 @@ def poisson_workload(requests: int, rate: float, prompt_mean: float = 512, outpu
     """Poisson arrivals at `rate` requests/s; prompt and output lengths geometric with the given means."""
     if not rate > 0:
         raise ValueError(f"rate: must be > 0 requests/s, got {rate!r}")
-    if not (isinstance(requests, (int, np.integer)) and requests >= 1):
-        raise ValueError(f"requests: must be a whole number >= 1, got {requests!r}")
+    whole("requests", requests)
     if requests > MAX_REQUESTS:
         raise ValueError(f"requests: at most {MAX_REQUESTS} (the simulation keeps every request and costs ~1 ms "
                          f"each), got {requests}; fix: simulate fewer requests: the percentiles settle within a few "

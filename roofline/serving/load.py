@@ -35,6 +35,7 @@ import numpy as np
 
 from ..deployment import Deployment
 from ..memory import workspace
+from ..sharding import whole
 from .mixed_step import StepTable, prefill_attention_seconds
 
 BISECTIONS = 48  # halvings of log τ̄: 2^-48 of the bracket
@@ -50,10 +51,8 @@ class Policy:
     kv_sequences: float = math.inf  # sequences the KV pool holds at P + G tokens each
 
     def __post_init__(self):
-        if not (isinstance(self.token_budget, (int, np.integer)) and self.token_budget >= 2):
-            raise ValueError(f"token_budget: must be a whole number of tokens >= 2, got {self.token_budget!r}")
-        if not (isinstance(self.max_batch, (int, np.integer)) and self.max_batch >= 1):
-            raise ValueError(f"max_batch: must be a whole number >= 1, got {self.max_batch!r}")
+        whole("token_budget", self.token_budget, low=2, note=" tokens")
+        whole("max_batch", self.max_batch)
         if self.token_budget <= self.max_batch:
             raise ValueError(f"token_budget: {self.token_budget} tokens cannot carry one decode batch of max_batch "
                              f"{self.max_batch} plus a prefill chunk; fix: a budget above {self.max_batch}")
@@ -84,8 +83,7 @@ class LoadModel:
 
     def __init__(self, d: Deployment, prompt: int, gen: int, policy: Policy = Policy()):
         for name, value in (("prompt", prompt), ("gen", gen)):
-            if not (isinstance(value, (int, np.integer)) and value >= 1):
-                raise ValueError(f"{name}: must be a whole number of tokens >= 1, got {value!r}")
+            whole(name, value, note=" tokens")
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy
         self.table = StepTable(d, float(policy.token_budget))
         self.decode_attention = self.table.decode_attention_per_sequence(self.P + self.G / 2)

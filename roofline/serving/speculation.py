@@ -20,6 +20,7 @@ from ..compiled import CompiledPhase, compile_queries
 from ..models.config import MOE, ModelConfig, check_context, load_model
 from ..deployment import Deployment
 from ..model import DECODE, QUERIES, Options, decode_context
+from ..sharding import whole
 
 alpha, gamma = sp.symbols("alpha gamma", nonnegative=True)
 MAX_GAMMA = 16  # the search range of best_gamma (0 = plain decoding)
@@ -39,8 +40,7 @@ def expected_tokens(acceptance, lookahead) -> np.ndarray:
 
 
 def check(lookahead, acceptance) -> None:
-    if not float(lookahead).is_integer() or lookahead < 1:
-        raise ValueError(f"gamma: the lookahead must be a whole number >= 1, got {lookahead!r}")
+    whole("gamma", lookahead, note=" (the lookahead: draft tokens a step)")
     if not 0 <= acceptance <= 1:
         raise ValueError(f"alpha: the acceptance rate must be in [0, 1], got {acceptance!r}")
 
@@ -106,8 +106,7 @@ def speculate(d: Deployment, draft: str | ModelConfig | float, gamma: int, alpha
     """
     check(gamma, alpha)
     for name, value in (("batch", batch), ("prompt", prompt)):
-        if not float(value).is_integer() or value < 1:
-            raise ValueError(f"{name}: must be a positive whole number, got {value!r}")
+        whole(name, value)
     check_context(d.config, prompt + gamma + 1, "prompt + gamma + 1", allow_beyond_window)
     lookaheads = np.arange(0, max(max_gamma, gamma) + 1, dtype=float)  # γ = 0 is plain decoding
 
