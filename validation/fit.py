@@ -27,6 +27,7 @@ from roofline.engine import IDEAL, MEASURED, PARAMETERS, Engine
 from roofline.evaluate import evaluate
 from roofline.fitting.least_squares import fit as fit_parameters
 from roofline.model import DECODE, decode_context
+from roofline.views.fmt import plain
 
 from . import records
 
@@ -243,7 +244,7 @@ def engine_document(result: FitResult, datasheet: Hardware | None, sources: list
     for name, pinned in result.ranges.items():
         f = scale.get(name, 1.0)
         document[name]["range_68"] = [pinned.low * f, pinned.high * f]
-    document["harness_fit"] = _plain({
+    document["harness_fit"] = plain({
         "device_name": hw.name, "sources": sources, "n_points": len(result.points),
         "torch_version": str(result.points["torch_version"].iloc[0]), **result.summary,
         "achieved": {"bandwidth_bytes_per_s": e.bandwidth_efficiency * hw.memory_bandwidth,
@@ -251,7 +252,7 @@ def engine_document(result: FitResult, datasheet: Hardware | None, sources: list
         "measured_ceilings": {"copy_bandwidth_bytes_per_s": float(result.points["copy_bandwidth"].median()),
                               "read_bandwidth_bytes_per_s": hw.memory_bandwidth,
                               "matmul_flops_per_s": dict(hw.peak_flops)}})
-    return _plain(document)
+    return plain(document)
 
 
 def measured_fractions(engine: Engine, datasheet: Hardware | None) -> Engine:
@@ -269,14 +270,3 @@ def measured_fractions(engine: Engine, datasheet: Hardware | None) -> Engine:
                    attention_bandwidth_efficiency=engine.attention_bandwidth_efficiency * bandwidth,
                    flops_efficiency=engine.flops_efficiency * flops,
                    attention_flops_efficiency=engine.attention_flops_efficiency * flops)
-
-
-def _plain(value):
-    """numpy scalars and nested containers as plain Python, for YAML and JSON."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    return value

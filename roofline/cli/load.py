@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 
 import numpy as np
 
 from ..serving.load import Policy, at_load, kv_sequences, LoadModel
-from ..views.fmt import fmt_count, fmt_seconds
+from ..views.fmt import fmt_count, fmt_seconds, plain
 from . import args as parse
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs default (vllm/config: SchedulerConfig); TensorRT-LLM max_batch_size
@@ -98,18 +97,13 @@ def records(analysis, out: dict, policy: Policy, block: int, prompt: int, gen: i
                "gen_len": gen, "load": "closed" if "concurrency" in out else "open",
                "concurrency": float(out["concurrency"][i]) if "concurrency" in out else None,
                "queued": float(out["queued"][i]) if "queued" in out else 0.0,
-               **{k: _plain(out[k][i]) for k in keys}, "saturated": bool(out["saturated"][i]),
+               **{k: plain(float(out[k][i])) for k in keys}, "saturated": bool(out["saturated"][i]),
                "saturation_rate": out["saturation_rate"], "ttft_alone_s": out["ttft_alone_s"],
                "token_budget": policy.token_budget, "max_num_seqs": policy.max_batch, "block_size": block,
                "kv_sequences": policy.kv_sequences, "tp": d.tp, "replicas": d.replicas, "definitions": DEFINITIONS}
         row["note"] = saturated_line(out["saturation_rate"]) if row["saturated"] else None
         rows.append(row)
     return rows
-
-
-def _plain(value):
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 COLUMNS = (("rate/s", "rate", lambda v: f"{v:.4g}"), ("in flight", "in_flight", lambda v: f"{v:.1f}"),
