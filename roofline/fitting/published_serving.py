@@ -26,7 +26,7 @@ from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 from ..serving.load import Policy, at_load, kv_sequences
-from .serving_rows import REASONS, read_row
+from .serving_rows import REASONS, REQUIRED, read_row
 
 
 @dataclass(frozen=True)
@@ -61,18 +61,24 @@ def read_serving_table(path: Path) -> ServingRead:
     """Every aggregated row the project can price, and the others counted by why not."""
     rows, left_out = [], Counter({reason: 0 for reason in REASONS})
     with Path(path).open(newline="") as handle:
-        for raw in csv.DictReader(handle):
+        reader = csv.DictReader(handle)
+        missing = [name for name in REQUIRED if name not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{str(path)!r}: no column {', '.join(missing)}; fix: pass serving-hopper.csv "
+                             "(../shared/published/README.md names its columns)")
+        for raw in reader:
             if raw["mode"] != "agg":
                 continue
-            fields = read_row(raw)
+            try:
+                fields = read_row(raw)
+            except ValueError as err:
+                raise ValueError(f"{str(path)!r}: row {raw['id']!r}: {err}; fix: correct the row or drop it") from None
             if isinstance(fields, dict) and not _priceable(fields):
                 fields = "layout"
             if isinstance(fields, str):
                 left_out[fields] += 1
                 continue
-            rows.append(ServingRow(raw["id"], raw["backend"], prompt=int(raw["isl"]), gen=int(raw["osl"]),
-                                   ttft_s=float(raw["silicon_ttft_ms"]) / 1e3,
-                                   tpot_s=float(raw["silicon_tpot_ms"]) / 1e3, **fields))
+            rows.append(ServingRow(raw["id"], raw["backend"], **fields))
     return ServingRead(rows, dict(left_out))
 
 

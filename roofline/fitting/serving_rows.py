@@ -29,10 +29,12 @@ with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GP
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
 columns that disagree (tp x dp != moe_tp x moe_ep).
 Concurrency: the requests in flight over the whole worker: `silicon_concurrency=` in silicon_data_source where
-given (under attention DP `batch_size` is per DP rank: concurrency = batch_size x dp), batch_size x dp otherwise.
+given (where attention_dp_size states a dp, `batch_size` is per DP rank: concurrency = batch_size x dp), else
+batch_size x the stated dp.
 """
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 
@@ -51,6 +53,8 @@ QUANT_FORMATS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4"
 GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link the hardware files give)
 REASONS = ("model", "device", "format", "layout")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
+            "silicon_ttft_ms", "silicon_tpot_ms")
 
 
 @lru_cache(maxsize=None)
@@ -58,19 +62,41 @@ def _shipped(model: str) -> Precision | None:
     return load_shipped_precision(model)
 
 
-def _count(raw: dict, name: str, blank: int | None = 1) -> int | None:
+def _count(raw: dict, name: str, blank: int | None = 1, required: bool = False, low: int = 1) -> int | None:
+    """A whole-number column (a blank reads `blank` unless `required`); a bad value raises naming the field."""
     text = (raw.get(name) or "").strip()
-    return blank if not text else int(float(text))
+    if not text and not required:
+        return blank
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value == int(value) and value >= low):
+        raise ValueError(f"field {name!r} must be a whole number >= {low}, got {text!r}")
+    return int(value)
+
+
+def _seconds(raw: dict, name: str) -> float:
+    """A measured time in ms, as seconds; it must be a positive finite number."""
+    text = (raw.get(name) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"field {name!r} must be a positive number of milliseconds, got {text!r}")
+    return value / 1e3
 
 
 def formats(raw: dict, model: str) -> Precision | None:
-    """The row's weight and expert formats, None when a quant mode is outside QUANT_FORMATS."""
-    shipped = _shipped(model)
-    if shipped is not None:
-        return shipped
+    """The row's weight and expert formats (the checkpoint's as shipped, else its quant modes'), None when a
+    quant mode is outside QUANT_FORMATS."""
     gemm, moe = ((raw.get(k) or "").strip() for k in ("gemm_quant_mode", "moe_quant_mode"))
     if gemm not in QUANT_FORMATS or moe not in QUANT_FORMATS:
         return None
+    shipped = _shipped(model)
+    if shipped is not None:
+        return shipped
     has_experts = MOE in load_model(model).layer_mlp
     experts = QUANT_FORMATS[moe] if has_experts and QUANT_FORMATS[moe] != QUANT_FORMATS[gemm] else None
     return Precision(weights=QUANT_FORMATS[gemm], experts=experts)
@@ -78,9 +104,9 @@ def formats(raw: dict, model: str) -> Precision | None:
 
 def layout(raw: dict, model: str) -> tuple[int, int] | None:
     """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None."""
-    tp, pp, dp = _count(raw, "tp_size"), _count(raw, "pp_size"), _count(raw, "attention_dp_size", None)
+    tp, pp, dp = _count(raw, "tp_size", required=True), _count(raw, "pp_size"), _count(raw, "attention_dp_size", None)
     is_moe = MOE in load_model(model).layer_mlp
-    width = _count(raw, "moe_tp_size") * _count(raw, "moe_ep_size") if is_moe else None
+    width = _count(raw, "moe_tp_size") * _count(raw, "moe_ep_size") if is_moe else None  # blank: 1, as AIC reads
     if dp is None:
         dp = width // tp if width and width > tp and width % tp == 0 else 1
     if pp != 1 or tp * dp > GPUS_PER_NODE or (is_moe and width != tp * dp) or (tp > 1 and dp > 1):
@@ -90,14 +116,18 @@ def layout(raw: dict, model: str) -> tuple[int, int] | None:
     return tp, dp
 
 
-def concurrency(raw: dict, dp: int) -> int:
-    """Requests in flight over the worker: the source's silicon_concurrency, else batch_size x dp."""
+def concurrency(raw: dict) -> int:
+    """Requests in flight over the worker: the source's silicon_concurrency, else batch_size x the stated
+    attention_dp_size (a blank dp's rows count the worker's: vLLM's, whose source says so where it is given)."""
     found = CONCURRENCY.search(raw.get("silicon_data_source") or "")
-    return int(found.group(1)) if found else int(float(raw["batch_size"])) * dp
+    if found and int(found.group(1)) >= 1:
+        return int(found.group(1))
+    return _count(raw, "batch_size", required=True) * _count(raw, "attention_dp_size")
 
 
 def read_row(raw: dict) -> dict | str:
-    """An aggregated row's fields for ServingRow, or the reason it is left out (one of REASONS)."""
+    """An aggregated row's fields for ServingRow, or the reason it is left out (one of REASONS); a value that
+    is no number raises naming its field."""
     model = MODELS.get(raw["model_path"])
     if model is None:
         return "model"
@@ -111,4 +141,6 @@ def read_row(raw: dict) -> dict | str:
         return "layout"
     tp, dp = split
     return dict(model=model, hardware=SYSTEMS[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
-                formats=precision, concurrency=concurrency(raw, dp))
+                formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
+                gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
+                tpot_s=_seconds(raw, "silicon_tpot_ms"))
