@@ -1,9 +1,9 @@
 """How one aggregated row of serving-hopper.csv reads: its bundled model, device, formats and layout, or why not.
 
 Models: each `model_path` names a bundled config (data/models). DeepSeek-R1 is priced with `deepseek-v3`: R1 is
-DeepSeek-V3-Base post-trained (DeepSeek-R1 model card: "trained based on DeepSeek-V3-Base ... for the model
-architecture, refer to the DeepSeek-V3 repository"; its config.json repeats V3's architecture fields). The
-bundled deepseek-v3 file is aiconfigurator's copy of deepseek-ai/DeepSeek-V3's config (data/models/PROVENANCE.md).
+DeepSeek-V3-Base post-trained (its model card: "trained based on DeepSeek-V3-Base. For more details regarding the
+model architecture, please refer to DeepSeek-V3 repository"; 671B total, 37B activated, as V3). The bundled
+deepseek-v3 file is aiconfigurator's copy of deepseek-ai/DeepSeek-V3's config (data/models/PROVENANCE.md).
 Qwen3-235B-A22B-FP8 and Llama-3.1-8B-Instruct-FP8 take their architecture's config and the row's fp8.
 Formats: the checkpoint as shipped where the bundled config states a quantization (models/checkpoint_format.py;
 it is the file the engine loaded: gpt-oss's MXFP4 experts with bf16 attention, Kimi-K2.5's INT4 g32 experts with
