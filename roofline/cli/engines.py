@@ -160,7 +160,7 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({sum(left_out.values())} left out, "
           f"by reason: {reasons}); |predicted / measured - 1|, median / p90")
     print("  before: TTFT one request's prefill, TPOT the decode step at batch = concurrency; after: under the load")
-    for table in (report, per_model):
+    for table in (report, {name: r for name, r in per_model.items() if name != "all"}):  # "all" once
         for name, r in table.items():
             cells = "  ".join(f"{metric} {r[metric]['median']:6.1%} / {r[metric]['p90']:6.1%}" for metric in
                               ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[metric]["n"])
