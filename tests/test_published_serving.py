@@ -12,12 +12,14 @@ HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,prec
           "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
           "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
 TAIL = "," * 14
-ROWS = [  # read: a bf16 Llama-3.1-8B and an fp8 70B; left out: a model not bundled, a disaggregated row, nvfp4
+ROWS = [  # read: a bf16 Llama-3.1-8B, an fp8 70B and (issue 24) Qwen3-32B and gpt-oss-120b's nvfp4-labelled row;
+    # left out: a disaggregated row (not counted), a model not bundled
     f"a,src,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,1024,128,,,16,1,1,,1,1{TAIL},50.0,8.0",
     f"b,src,vllm,0.12,meta-llama/Llama-3.1-70B,h200_sxm,fp8,agg,2048,256,fp8,fp8,32,2,1,,1,1{TAIL},200.0,20.0",
     f"c,src,vllm,0.12,Qwen/Qwen3-32B,h100_sxm,,agg,1024,128,,,16,1,1,,1,1{TAIL},50.0,8.0",
     f"d,src,vllm,0.12,meta-llama/Llama-3.1-70B,h200_sxm,,disagg,1024,128,,,16,1,1,,1,1{TAIL},50.0,8.0",
     f"e,src,vllm,0.12,openai/gpt-oss-120b,h200_sxm,fp4,agg,1024,128,nvfp4,nvfp4,16,1,1,,1,1{TAIL},50.0,8.0",
+    f"f,src,vllm,0.12,acme/Unknown-7B,h100_sxm,,agg,1024,128,,,16,1,1,,1,1{TAIL},50.0,8.0",
 ]
 
 
@@ -30,7 +32,7 @@ def sample(tmp_path):
 
 def test_only_bundled_models_in_modelled_layouts_and_formats_are_read(sample):
     rows, left_out = read_serving_rows(sample)
-    assert [r.id for r in rows] == ["a", "b"] and left_out == 2  # the disaggregated row is not counted
+    assert [r.id for r in rows] == ["a", "b", "c", "e"] and left_out == 1  # the disaggregated row is not counted
     assert (rows[1].model, rows[1].hardware, rows[1].weights, rows[1].tp, rows[1].concurrency) == \
         ("llama-3.1-70b", "h200", "fp8", 2, 32)
     assert rows[0].ttft_s == pytest.approx(0.050) and rows[0].tpot_s == pytest.approx(0.008)
@@ -42,11 +44,11 @@ def test_under_load_ttft_and_tpot_are_never_below_the_offline_estimates(sample):
     assert np.all(np.isfinite([p[k] for k in p]))
     assert np.all(p["ttft_after"] >= p["ttft_before"]) and np.all(p["tpot_after"] >= p["tpot_before"])
     report = scores(rows, p)
-    assert report["all"]["tpot_after"]["n"] == 2 and set(report) == {"trtllm", "vllm", "all"}
+    assert report["all"]["tpot_after"]["n"] == 4 and set(report) == {"trtllm", "vllm", "all"}
 
 
 def test_accuracy_serving_prints_before_and_after(sample, capsys):
     assert main(["accuracy", "--serving", str(sample)]) == 0
     out = capsys.readouterr().out
-    assert "2 aggregated rows priced with tensorrt-llm" in out and "tpot_after" in out
+    assert "4 aggregated rows priced with tensorrt-llm" in out and "tpot_after" in out
     assert main(["accuracy", "--serving", str(sample.with_name("missing.csv"))]) == 2

@@ -143,23 +143,28 @@ def run_accuracy(args: argparse.Namespace) -> int:
 
 
 def run_serving_accuracy(args: argparse.Namespace) -> int:
-    from ..fitting.published_serving import predict, read_serving_rows, scores
+    from ..fitting.published_serving import predict, read_serving_table, scores
     path = Path(args.serving)
     if not path.is_file():
         raise ValueError(f"--serving: no file {str(path)!r}; fix: the path of serving-hopper.csv")
     engine = load_engine((args.engine or ["tensorrt-llm"])[0])
-    rows, skipped = read_serving_rows(path)
-    report = scores(rows, predict(rows, engine))
+    read = read_serving_table(path)
+    rows, left_out = read.rows, read.left_out
+    predicted = predict(rows, engine)
+    report, per_model = scores(rows, predicted), scores(rows, predicted, by="model")
     if args.json:
-        print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": skipped, "scores": report}, indent=2))
+        print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": sum(left_out.values()),
+                          "left_out_by_reason": left_out, "scores": report, "scores_by_model": per_model}, indent=2))
         return 0
-    print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({skipped} left out: model not "
-          "bundled, or a layout or format not modelled); |predicted / measured - 1|, median / p90")
+    reasons = ", ".join(f"{reason} {count}" for reason, count in left_out.items())
+    print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({sum(left_out.values())} left out, "
+          f"by reason: {reasons}); |predicted / measured - 1|, median / p90")
     print("  before: TTFT one request's prefill, TPOT the decode step at batch = concurrency; after: under the load")
-    for backend, r in report.items():
-        cells = "  ".join(f"{name} {r[name]['median']:6.1%} / {r[name]['p90']:6.1%}" for name in
-                          ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[name]["n"])
-        print(f"  {backend:8s} n={r['ttft_before']['n']:3d}  {cells}")
+    for table in (report, {name: r for name, r in per_model.items() if name != "all"}):  # "all" once
+        for name, r in table.items():
+            cells = "  ".join(f"{metric} {r[metric]['median']:6.1%} / {r[metric]['p90']:6.1%}" for metric in
+                              ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[metric]["n"])
+            print(f"  {name:18s} n={r['ttft_before']['n']:4d}  {cells}")
     return 0
 
 

@@ -1,17 +1,18 @@
 """The aggregated rows of serving-hopper.csv (../shared/published/README.md) as deployments under a closed-loop load.
 
-A row is one serving benchmark: `batch_size` requests in flight (closed loop), `isl` in, `osl` out, on
-`tp_size` GPUs of an H100 SXM or H200 SXM; measured mean TTFT and TPOT. Read here: the aggregated (`agg`) rows
-whose model is bundled (data/models), split by tensor parallelism alone (pp 1, no attention data parallelism,
-no expert parallelism), in 16-bit, fp8 or int4 weight-only formats (nvfp4 is not modelled); the KV cache is
-taken as 16-bit (the rows do not say). Each is priced twice with one engine profile:
-  before: today's offline estimates: TPOT the decode step of a batch of `batch_size` at the prompt's
+A row is one serving benchmark: `concurrency` requests in flight (closed loop), `isl` in, `osl` out, on one
+worker of an H100 SXM or H200 SXM node; measured mean TTFT and TPOT. How a row maps onto a bundled model, its
+formats and its layout (tensor parallel, or attention data parallel with expert parallel), and the reasons a row
+is left out (model, device, format, layout): roofline.fitting.serving_rows. Each is priced twice with one engine
+profile:
+  before: today's offline estimates: TPOT the decode step of a batch of `concurrency` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
   after:  the steady state at that concurrency (roofline.serving.load): TTFT and TPOT under the load.
 """
 from __future__ import annotations
 
 import csv
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,16 +20,13 @@ import numpy as np
 
 from ..models.config import load_model
 from ..deployment import Deployment
+from ..engine import IDEAL
 from ..engine import Engine
 from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 from ..serving.load import Policy, at_load, kv_sequences
-
-MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
-          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b"}
-SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
-WEIGHTS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4"}
+from .serving_rows import REASONS, REQUIRED, read_row
 
 
 @dataclass(frozen=True)
@@ -37,46 +35,72 @@ class ServingRow:
     backend: str
     model: str
     hardware: str
-    weights: str
+    weights: str  # the format of every weight but the routed experts (formats.weights)
     tp: int
-    concurrency: int
+    concurrency: int  # requests in flight over the worker (all its attention data-parallel ranks)
     prompt: int
     gen: int
     ttft_s: float
     tpot_s: float
+    ep: int = 1  # attention data-parallel ranks, each with 1/ep of the routed experts (Deployment.ep)
+    formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
+
+    @property
+    def precision(self) -> Precision:
+        return Precision(weights=self.weights) if self.formats is None else self.formats
 
 
-def _layout_is_tp_only(raw: dict) -> bool:
-    def whole(name):
-        text = raw.get(name) or "1"
-        return int(float(text)) if text.strip() else 1
-    return whole("pp_size") == 1 and whole("attention_dp_size") <= 1 and whole("moe_ep_size") <= 1
+@dataclass(frozen=True)
+class ServingRead:
+    """The rows read, and the aggregated rows left out by reason (serving_rows.REASONS)."""
+    rows: list
+    left_out: dict
+
+
+def read_serving_table(path: Path) -> ServingRead:
+    """Every aggregated row the project can price, and the others counted by why not."""
+    rows, left_out = [], Counter({reason: 0 for reason in REASONS})
+    with Path(path).open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [name for name in REQUIRED if name not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{str(path)!r}: no column {', '.join(missing)}; fix: pass serving-hopper.csv "
+                             "(../shared/published/README.md names its columns)")
+        for raw in reader:
+            if raw["mode"] != "agg":
+                continue
+            try:
+                fields = read_row(raw)
+            except ValueError as err:
+                raise ValueError(f"{str(path)!r}: row {raw['id']!r}: {err}; fix: correct the row or drop it") from None
+            if isinstance(fields, dict) and not _priceable(fields):
+                fields = "layout"
+            if isinstance(fields, str):
+                left_out[fields] += 1
+                continue
+            rows.append(ServingRow(raw["id"], raw["backend"], **fields))
+    return ServingRead(rows, dict(left_out))
 
 
 def read_serving_rows(path: Path) -> tuple[list[ServingRow], int]:
     """(the rows read, the aggregated rows left out: model not bundled, layout or format not modelled)."""
-    rows, skipped = [], 0
-    with Path(path).open(newline="") as handle:
-        for raw in csv.DictReader(handle):
-            if raw["mode"] != "agg":
-                continue
-            gemm = (raw.get("gemm_quant_mode") or "").strip()
-            if raw["model_path"] not in MODELS or raw["system"] not in SYSTEMS or gemm not in WEIGHTS \
-                    or not _layout_is_tp_only(raw):
-                skipped += 1
-                continue
-            rows.append(ServingRow(raw["id"], raw["backend"], MODELS[raw["model_path"]], SYSTEMS[raw["system"]],
-                                   WEIGHTS[gemm], int(float(raw["tp_size"])), int(float(raw["batch_size"])),
-                                   int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,
-                                   float(raw["silicon_tpot_ms"]) / 1e3))
-    return rows, skipped
+    read = read_serving_table(path)
+    return read.rows, sum(read.left_out.values())
+
+
+def _priceable(fields: dict) -> bool:
+    """Whether the pricer takes the split (tp dividing the heads, ep the experts): it names what does not."""
+    try:
+        Deployment(load_model(fields["model"]), load_hardware(fields["hardware"]), fields["formats"], engine=IDEAL,
+                   tp=fields["tp"], ep=fields["ep"])
+    except ValueError:
+        return False
+    return True
 
 
 def _deployment(row: ServingRow, engine: Engine) -> Deployment:
-    config = load_model(row.model)
-    experts = "mxfp4" if row.model.startswith("gpt-oss") else None  # its experts ship in MXFP4
-    return Deployment(config, load_hardware(row.hardware), Precision(weights=row.weights, experts=experts),
-                      tp=row.tp, engine=engine)
+    return Deployment(load_model(row.model), load_hardware(row.hardware), row.precision, tp=row.tp, ep=row.ep,
+                      engine=engine)
 
 
 def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
@@ -84,8 +108,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     out = {k: np.full(len(rows), np.nan) for k in ("ttft_before", "tpot_before", "ttft_after", "tpot_after")}
     groups: dict = {}
     for i, row in enumerate(rows):
-        groups.setdefault((row.model, row.hardware, row.weights, row.tp, row.prompt, row.gen), []).append(i)
-    for (_, _, _, _, prompt, gen), members in groups.items():
+        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.prompt, row.gen), []).append(i)
+    for (*_, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
@@ -99,13 +123,14 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     return out
 
 
-def scores(rows: list[ServingRow], predicted: dict) -> dict:
-    """Median and p90 of |predicted / measured − 1| per backend and metric, before and after."""
-    backends = sorted({r.backend for r in rows}) + ["all"]
+def scores(rows: list[ServingRow], predicted: dict, by: str = "backend") -> dict:
+    """Median and p90 of |predicted / measured − 1| per backend (or per another ServingRow field, `by`: "model")
+    and metric, before and after."""
+    backends = sorted({getattr(r, by) for r in rows}) + ["all"]
     measured = {"ttft": np.array([r.ttft_s for r in rows]), "tpot": np.array([r.tpot_s for r in rows])}
     report = {}
     for backend in backends:
-        chosen = np.array([backend in ("all", r.backend) for r in rows])
+        chosen = np.array([backend in ("all", getattr(r, by)) for r in rows])
         report[backend] = {}
         for metric in ("ttft", "tpot"):
             for when in ("before", "after"):

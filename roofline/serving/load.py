@@ -285,7 +285,7 @@ class LoadModel:
 
 def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = None, token_budget: int = 8192,
                  usable_bytes: float | None = None) -> float:
-    """Sequences of P + G tokens, in whole blocks, the engine's KV pool holds on one GPU (roofline.kv_memory):
+    """Sequences of P + G tokens, in whole blocks, the engine's KV pool holds (roofline.kv_memory): one GPU's, e GPUs' under ep:
     the bytes the device shows the runtime (or `usable_bytes`), the engine's rule, one budget's activations."""
     if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
                                    or block_size < 1):
@@ -293,10 +293,11 @@ def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = 
     pool = d.engine.memory if block_size is None else replace(d.engine.memory, block_tokens=int(block_size))
     piece, pieces = workspace(d, float(prompt), int(token_budget))
     activations = float(np.ravel(piece)[0]) * float(np.minimum(pieces, 1e300))
-    room = float(pool.kv_room(d.hardware.capacity_bytes if usable_bytes is None else usable_bytes, d.weight_bytes,
-                              activations))
+    # under expert parallelism a GPU holds 1/e of the routed experts, and the pool of each of the e GPUs its own sequences
+    weights = d.weight_bytes if d.ep == 1 else float(d.memory_bytes(0.0, 0.0)[0])
+    room = float(pool.kv_room(d.hardware.capacity_bytes if usable_bytes is None else usable_bytes, weights, activations))
     per_sequence = float(d.compiled.kv_cache(1.0, float(pool.blocks_tokens(prompt + gen)), d.precision.kv_bytes))
-    return math.floor(room / per_sequence) if room > 0 and per_sequence > 0 else 0.0
+    return math.floor(room / per_sequence) * d.ep if room > 0 and per_sequence > 0 else 0.0
 
 
 def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, policy: Policy = Policy()) -> dict:

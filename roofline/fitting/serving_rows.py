@@ -1,0 +1,146 @@
+"""How one aggregated row of serving-hopper.csv reads: its bundled model, device, formats and layout, or why not.
+
+Models: each `model_path` names a bundled config (data/models). DeepSeek-R1 is priced with `deepseek-v3`: R1 is
+DeepSeek-V3-Base post-trained (its model card: "trained based on DeepSeek-V3-Base. For more details regarding the
+model architecture, please refer to DeepSeek-V3 repository"; 671B total, 37B activated, as V3). The bundled
+deepseek-v3 file is aiconfigurator's copy of deepseek-ai/DeepSeek-V3's config (data/models/PROVENANCE.md).
+Qwen3-235B-A22B-FP8 and Llama-3.1-8B-Instruct-FP8 take their architecture's config and the row's fp8.
+Formats: the checkpoint as shipped where the bundled config states a quantization (models/checkpoint_format.py;
+it is the file the engine loaded: gpt-oss's MXFP4 experts with bf16 attention, Kimi-K2.5's INT4 g32 experts with
+bf16 attention, DeepSeek-V3's and MiniMax-M2.5's block fp8), the row's quant modes otherwise: gemm_quant_mode for
+every weight that is not a routed expert, moe_quant_mode for the routed experts. fp8_block is fp8 with one fp32
+scale per 128 x 128 block (4/16384 of a byte a weight, left out, as checkpoint_format does). nvfp4 is E2M1 with an
+fp8 scale per 16 (4.5 bits, precision.py); Hopper has no FP4 tensor core, so its GEMMs dequantize and run in the
+16-bit activations' dtype, as every weight-only format here (only gpt-oss carries the label, and its checkpoint
+ships MXFP4, priced so). The KV cache is 16-bit (the rows do not say). Activations are 16-bit: fp8 GEMMs are
+priced at the bf16 tensor peak (decode reads weights; prefill is where this shows).
+Layout: a worker spans tp x dp GPUs (tp_size x attention_dp_size), which for a MoE equals moe_tp x moe_ep
+(AIConfigurator's rule, aiconfigurator_core/sdk/config.py ModelConfig.resolve_moe_parallelism). A blank dp with
+a MoE width past tp is vLLM's data-parallel attention (Qwen3-235B-A22B-FP8 at tp 1 does not fit one H200:
+the width, 2, is its GPUs). Priced through the one pricer (Deployment):
+  dp = 1: Deployment(tp=tp). The experts split tp ways by TP, EP or both: under uniform routing one GPU reads
+          and multiplies the same expected bytes and FLOPs either way (E/e whole experts or all E at 1/t each),
+          so MoE EP under attention TP reduces to TP; its all-reduces stand for the MoE's combine.
+  tp = 1, dp > 1: Deployment(ep=dp): each GPU its own 1/dp of the sequences and the whole attention (MLA latent
+          included), 1/dp of the experts, two all-to-alls a MoE layer (serving/expert_parallel.py). A mean-field
+          reduction: a prompt's prefill is spread over the ranks, not run on the one that holds it.
+Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
+with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
+hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
+columns that disagree (tp x dp != moe_tp x moe_ep).
+Concurrency: the requests in flight over the whole worker: `silicon_concurrency=` in silicon_data_source where
+given (where attention_dp_size states a dp, `batch_size` is per DP rank: concurrency = batch_size x dp), else
+batch_size x the stated dp.
+"""
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+from ..models.checkpoint_format import load_shipped_precision
+from ..models.config import MOE, load_model
+from ..precision import Precision
+
+MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
+          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b",
+          "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+          "Qwen/Qwen3.5-397B-A17B": "qwen3.5-397b-a17b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+          "deepseek-ai/DeepSeek-R1": "deepseek-v3", "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+          "moonshotai/Kimi-K2.5": "kimi-k2.5", "zhipuai/GLM-5": "glm-5"}
+SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
+QUANT_FORMATS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4", "nvfp4": "nvfp4"}
+GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link the hardware files give)
+REASONS = ("model", "device", "format", "layout")
+CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
+REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
+            "silicon_ttft_ms", "silicon_tpot_ms")
+
+
+@lru_cache(maxsize=None)
+def _shipped(model: str) -> Precision | None:
+    return load_shipped_precision(model)
+
+
+def _count(raw: dict, name: str, blank: int | None = 1, required: bool = False, low: int = 1) -> int | None:
+    """A whole-number column (a blank reads `blank` unless `required`); a bad value raises naming the field."""
+    text = (raw.get(name) or "").strip()
+    if not text and not required:
+        return blank
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value == int(value) and value >= low):
+        raise ValueError(f"field {name!r} must be a whole number >= {low}, got {text!r}")
+    return int(value)
+
+
+def _seconds(raw: dict, name: str) -> float:
+    """A measured time in ms, as seconds; it must be a positive finite number."""
+    text = (raw.get(name) or "").strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"field {name!r} must be a positive number of milliseconds, got {text!r}")
+    return value / 1e3
+
+
+def formats(raw: dict, model: str) -> Precision | None:
+    """The row's weight and expert formats (the checkpoint's as shipped, else its quant modes'), None when a
+    quant mode is outside QUANT_FORMATS."""
+    gemm, moe = ((raw.get(k) or "").strip() for k in ("gemm_quant_mode", "moe_quant_mode"))
+    if gemm not in QUANT_FORMATS or moe not in QUANT_FORMATS:
+        return None
+    shipped = _shipped(model)
+    if shipped is not None:
+        return shipped
+    has_experts = MOE in load_model(model).layer_mlp
+    experts = QUANT_FORMATS[moe] if has_experts and QUANT_FORMATS[moe] != QUANT_FORMATS[gemm] else None
+    return Precision(weights=QUANT_FORMATS[gemm], experts=experts)
+
+
+def layout(raw: dict, model: str) -> tuple[int, int] | None:
+    """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None."""
+    tp, pp, dp = _count(raw, "tp_size", required=True), _count(raw, "pp_size"), _count(raw, "attention_dp_size", None)
+    is_moe = MOE in load_model(model).layer_mlp
+    width = _count(raw, "moe_tp_size") * _count(raw, "moe_ep_size") if is_moe else None  # blank: 1, as AIC reads
+    if dp is None:
+        dp = width // tp if width and width > tp and width % tp == 0 else 1
+    if pp != 1 or tp * dp > GPUS_PER_NODE or (is_moe and width != tp * dp) or (tp > 1 and dp > 1):
+        return None
+    if dp > 1 and (not is_moe or load_model(model).n_experts % dp):
+        return None
+    return tp, dp
+
+
+def concurrency(raw: dict) -> int:
+    """Requests in flight over the worker: the source's silicon_concurrency, else batch_size x the stated
+    attention_dp_size (a blank dp's rows count the worker's: vLLM's, whose source says so where it is given)."""
+    found = CONCURRENCY.search(raw.get("silicon_data_source") or "")
+    if found and int(found.group(1)) >= 1:
+        return int(found.group(1))
+    return _count(raw, "batch_size", required=True) * _count(raw, "attention_dp_size")
+
+
+def read_row(raw: dict) -> dict | str:
+    """An aggregated row's fields for ServingRow, or the reason it is left out (one of REASONS); a value that
+    is no number raises naming its field."""
+    model = MODELS.get(raw["model_path"])
+    if model is None:
+        return "model"
+    if raw["system"] not in SYSTEMS:
+        return "device"
+    precision = formats(raw, model)
+    if precision is None:
+        return "format"
+    split = layout(raw, model)
+    if split is None:
+        return "layout"
+    tp, dp = split
+    return dict(model=model, hardware=SYSTEMS[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
+                formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
+                gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
+                tpot_s=_seconds(raw, "silicon_tpot_ms"))
