@@ -6,8 +6,8 @@ candidate (roofline.serving.disaggregated prices it). The pools are sized apart,
 count once per layout and the pairs then combined:
   decode  y = the fewest decode workers whose steady state at rate / y meets TPOT (decode steps alone, the
           running-sequence cap the layout's capacity batch, as in the aggregated search);
-  prefill x = the fewest prefill workers whose TTFT at rate / x (load.py with one output token: queueing, the
-          prompt's steps) plus the KV transfer meets TTFT; the transfer over NVLink when x tp_p + y tp_d GPUs fit
+  prefill x = the fewest prefill workers whose TTFT at rate / x (M/D/1 queueing and the prompt's prefill step)
+          plus the KV transfer meets TTFT; the transfer over NVLink when x tp_p + y tp_d GPUs fit
           one node (the hardware's gpus_per_node), else over the network.
 GPUs = x tp_p + y tp_d; cost per million output tokens as for every row. A pair wins only where it is cheaper
 under the same targets: it is ranked with the aggregated rows by the same objective.
@@ -21,8 +21,7 @@ import math
 import numpy as np
 
 from ..bounds import BOUNDS
-from ..serving.disaggregated import DecodePool, kv_transfer_s, transfer_link
-from ..serving.load import LoadModel, Policy
+from ..serving.disaggregated import DecodePool, PrefillPool, kv_transfer_s, transfer_link
 
 MOST_WORKERS = 64  # worker counts tried a pool
 
@@ -33,17 +32,12 @@ def _counts(rate: float, alone_s: float) -> np.ndarray:
     return np.arange(1, top + 1)
 
 
-def prefill_ttft(core, work, chunk) -> tuple[np.ndarray, np.ndarray, float]:
+def prefill_ttft(core, work) -> tuple[np.ndarray, np.ndarray, float]:
     """(worker counts, TTFT before the transfer at rate / count, NaN where it saturates; the requests/s one worker
     holds) of a prefill layout."""
-    prompt = max(int(round(work.prompt_mean)), 1)
-    budget = int(chunk) if chunk is not None else prompt + 1
-    budget = max(budget, 2)
-    fit = max(core.max_batch[chunk], 1)
-    policy = Policy(token_budget=budget, max_batch=max(1, min(fit, budget - 1)), kv_sequences=float(fit))
-    counts = _counts(work.rate, core.ttft_s)
-    model = LoadModel(core.d, prompt, 1, policy)
-    return counts, model.at_rate(work.rate / counts)["ttft_s"], model.saturation()
+    pool = PrefillPool(core.d, max(int(round(work.prompt_mean)), 1))
+    counts = _counts(work.rate, pool.service_s)
+    return counts, pool.at_rate(work.rate / counts)["ttft_s"], pool.saturation()
 
 
 def decode_tpot(core, work, chunk) -> tuple[np.ndarray, np.ndarray, int]:
@@ -71,7 +65,7 @@ def disaggregated_rows(cores: dict, work, targets, prices: dict, chunk, max_gpus
             groups.setdefault((h, w, k, eng), []).append(((t, e), c))
     rows = []
     for (h, w, k, eng), layouts in groups.items():
-        prefill = {key: prefill_ttft(c, work, chunk) for key, c in layouts if c.ttft_s <= targets.ttft_s}
+        prefill = {key: prefill_ttft(c, work) for key, c in layouts if c.ttft_s <= targets.ttft_s}
         decode = {key: decode_tpot(c, work, chunk) for key, c in layouts}
         cores_of = dict(layouts)
         for (pkey, (pcounts, ttfts, saturation)), (dkey, (dcounts, tpots, cap)) in (
@@ -152,10 +146,7 @@ def _ideal(pc, dc, row, work, transfer, prefill_workers, decode_workers) -> dict
     if pc.ideal is None or dc.ideal is None:
         return {}
     prompt, gen = max(int(round(work.prompt_mean)), 1), max(int(round(work.gen_mean)), 1)
-    fit = max(pc.max_batch[row["prefill_chunk"]], 1)
-    budget = max(int(row["prefill_chunk"]) if row["prefill_chunk"] is not None else prompt + 1, 2)
-    policy = Policy(token_budget=budget, max_batch=max(1, min(fit, budget - 1)), kv_sequences=float(fit))
-    ttft = LoadModel(pc.ideal, prompt, 1, policy).at_rate([work.rate / prefill_workers])["ttft_s"][0] + transfer
+    ttft = PrefillPool(pc.ideal, prompt).at_rate([work.rate / prefill_workers])["ttft_s"][0] + transfer
     tpot = DecodePool(dc.ideal, prompt, gen, int(row["capacity_batch"])).at_rate([work.rate / decode_workers])
     return {"ideal_ttft_s": float(ttft), "ideal_tpot_s": float(tpot["tpot_s"][0])}
 

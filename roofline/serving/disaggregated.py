@@ -4,8 +4,9 @@ between them once a request.
 A request waits for and runs its prefill on a prefill worker, its KV cache crosses the link to a decode worker,
 and the decode worker generates the rest (TensorRT-LLM's and Dynamo's disaggregated serving; DistServe, Zhong
 et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
-  TTFT  = the prefill pool's steady state at λ / x (roofline.serving.load with one output token: queueing for
-          the token budget, the prompt's chunk steps beside the others', the engine's per-request cost)
+  TTFT  = the prefill pool at λ / x a worker: the prompt's prefill S (the one pricer's prefill step, the whole
+          prompt), the wait for the prompts ahead, M/D/1 (Pollaczek-Khinchine: ρ S / 2(1 − ρ), ρ = λ S / x; a
+          prefill step is compute-bound, so prompts sharing a step save little), the engine's per-request cost,
           + the KV transfer
   KV transfer = latency + max(bytes a prefill GPU holds, bytes a decode GPU holds) / link bandwidth: every GPU
           sends or receives its own shard on its own link (kv_cache of each pool's shard: KV heads split by tp,
@@ -15,7 +16,7 @@ et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
           and the Poisson mean of the others; closed loop: n), with n = λ/y (G − 1) TPOT decoders (Little),
           solved for TPOT; every step is decode alone (no prefill chunks ride in it: disaggregation's point)
   E2E   = TTFT + (G − 1) TPOT.
-Saturation: the prefill pool's (load.py), or the decode pool past its running-sequence cap or KV pool.
+Saturation: the prefill pool at ρ = 1, or the decode pool past its running-sequence cap or KV pool.
 Closed loop (C in flight): the rate where λ E2E(λ) = C; past the most both pools hold, the rest queue and TTFT
 grows by (C − held) / λ, as in roofline.serving.load.
 Left out: the decode worker's first step after the transfer (the token comes from the prefill worker), link
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..deployment import Deployment
-from ..model import DECODE, decode_context
-from .load import LoadModel, Policy, check_concurrency, check_rate
+from ..model import DECODE, PREFILL, decode_context
+from .load import check_concurrency, check_rate
 
 BISECTIONS = 60  # halvings of the TPOT bracket
 CURVE_POINTS = 256  # closed loop: the open-loop curve it inverts
@@ -65,6 +66,29 @@ def kv_bytes_per_gpu(d: Deployment, prompt: float) -> float:
 def kv_transfer_s(prefill: Deployment, decode: Deployment, prompt: float, link: Link) -> float:
     """One request's KV over the link: each GPU moves its own shard on its own port, the larger side binds."""
     return link.latency + max(kv_bytes_per_gpu(prefill, prompt), kv_bytes_per_gpu(decode, prompt)) / link.bandwidth
+
+
+class PrefillPool:
+    """One prefill worker: prompts served one after another (M/D/1), each its prefill step."""
+
+    def __init__(self, d: Deployment, prompt: int):
+        self.d, self.P = d, int(prompt)
+        self.service_s = float(np.ravel(d.step(PREFILL, 1.0, float(prompt)).total_s)[0])
+
+    def at_rate(self, rate) -> dict:
+        """TTFT before the transfer at `rate` requests/s a worker: the wait, the prefill, the request cost."""
+        rate = np.asarray(rate, dtype=float)
+        busy = rate * self.service_s
+        ok = busy < 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait = np.where(ok, busy * self.service_s / (2 * (1 - busy)), np.nan)
+        prefill = np.where(ok, self.service_s + self.d.engine.request_overhead_s, np.nan)
+        return {"ttft_s": wait + prefill, "ttft_queue_s": wait, "ttft_prefill_s": prefill, "saturated": ~ok,
+                "busy": busy}
+
+    def saturation(self) -> float:
+        """Requests/s a worker holds: one prefill at a time."""
+        return 1 / self.service_s
 
 
 class DecodePool:
@@ -110,7 +134,6 @@ class Disaggregated:
     decode_workers: int
     prompt: int
     gen: int
-    prefill_policy: Policy = Policy()
     decode_max_batch: int = 256
     decode_kv_sequences: float = math.inf
 
@@ -119,7 +142,7 @@ class Disaggregated:
             value = getattr(self, name)
             if not (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1):
                 raise ValueError(f"{name}: must be a whole number of workers >= 1, got {value!r}")
-        self.prefill_model = LoadModel(self.prefill, self.prompt, 1, self.prefill_policy)
+        self.prefill_pool = PrefillPool(self.prefill, self.prompt)
         self.decode_pool = DecodePool(self.decode, self.prompt, self.gen, self.decode_max_batch,
                                       self.decode_kv_sequences)
         self.link = transfer_link(self.prefill.hardware, self.gpus)
@@ -133,7 +156,7 @@ class Disaggregated:
     def at_rate(self, rate, closed_loop: bool = False) -> dict:
         """Every figure at open-loop rates (requests/s, the whole deployment); NaN where a pool saturates."""
         rate = check_rate(rate)
-        pre = self.prefill_model.at_rate(rate / self.prefill_workers, closed_loop=closed_loop)
+        pre = self.prefill_pool.at_rate(rate / self.prefill_workers)
         dec = self.decode_pool.at_rate(rate / self.decode_workers, closed_loop=closed_loop)
         ttft = pre["ttft_s"] + self.transfer_s
         ok = ~pre["saturated"] & ~dec["saturated"]
@@ -145,8 +168,8 @@ class Disaggregated:
                 "kv_transfer_s": np.full(rate.shape, self.transfer_s)}
 
     def saturation(self) -> float:
-        """The largest rate both pools hold (requests/s): the prefill pool's (load.py) and the decode pool's cap."""
-        prefill = self.prefill_model.saturation() * self.prefill_workers
+        """The largest rate both pools hold (requests/s): one prefill at a time a worker, the decode pool's cap."""
+        prefill = self.prefill_pool.saturation() * self.prefill_workers
         cap = self.decode_pool.cap
         decode = cap / (max(self.gen - 1, 1) * float(self.decode_pool.step(cap))) * self.decode_workers
         return min(prefill, decode)
