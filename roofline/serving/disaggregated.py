@@ -69,16 +69,18 @@ def kv_transfer_s(prefill: Deployment, decode: Deployment, prompt: float, link: 
 
 
 class PrefillPool:
-    """One prefill worker: prompts served one after another (M/D/1), each its prefill step."""
+    """One prefill worker: prompts served one after another (M/D/1), each its prefill step. Under expert
+    parallelism each of its ep GPUs prefills its own prompt (data-parallel attention), the step pricing ep
+    prompts at once: ep servers, each its share of the rate (a random split: no better than M/D/ep)."""
 
     def __init__(self, d: Deployment, prompt: int):
-        self.d, self.P = d, int(prompt)
-        self.service_s = float(np.ravel(d.step(PREFILL, 1.0, float(prompt)).total_s)[0])
+        self.d, self.P, self.servers = d, int(prompt), d.ep
+        self.service_s = float(np.ravel(d.step(PREFILL, float(d.ep), float(prompt)).total_s)[0])
 
     def at_rate(self, rate) -> dict:
         """TTFT before the transfer at `rate` requests/s a worker: the wait, the prefill, the request cost."""
         rate = np.asarray(rate, dtype=float)
-        busy = rate * self.service_s
+        busy = rate / self.servers * self.service_s
         ok = busy < 1
         with np.errstate(divide="ignore", invalid="ignore"):
             wait = np.where(ok, busy * self.service_s / (2 * (1 - busy)), np.nan)
@@ -87,8 +89,8 @@ class PrefillPool:
                 "busy": busy}
 
     def saturation(self) -> float:
-        """Requests/s a worker holds: one prefill at a time."""
-        return 1 / self.service_s
+        """Requests/s a worker holds: one prefill at a time on each of its servers."""
+        return self.servers / self.service_s
 
 
 class DecodePool:
