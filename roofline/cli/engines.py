@@ -99,7 +99,8 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, with a ±10%% band")
     parser.add_argument("--serving", metavar="CSV", default=None,
                         help="score serving-hopper.csv's aggregated rows (TTFT, TPOT per backend) with the first "
-                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after")
+                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after; "
+                             "then its disaggregated rows as two pools")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -150,8 +151,10 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     engine = load_engine((args.engine or ["tensorrt-llm"])[0])
     rows, skipped = read_serving_rows(path)
     report = scores(rows, predict(rows, engine))
+    disaggregated = disaggregated_accuracy(path, engine)
     if args.json:
-        print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": skipped, "scores": report}, indent=2))
+        print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": skipped, "scores": report,
+                          "disaggregated": disaggregated}, indent=2))
         return 0
     print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({skipped} left out: model not "
           "bundled, or a layout or format not modelled); |predicted / measured - 1|, median / p90")
@@ -160,7 +163,26 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
         cells = "  ".join(f"{name} {r[name]['median']:6.1%} / {r[name]['p90']:6.1%}" for name in
                           ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[name]["n"])
         print(f"  {backend:8s} n={r['ttft_before']['n']:3d}  {cells}")
+    print("\n".join(disaggregated_lines(disaggregated)))
     return 0
+
+
+def disaggregated_accuracy(path: Path, engine) -> dict:
+    """serving-hopper.csv's disaggregated rows, two pools at the row's concurrency (roofline.fitting.published_disagg)."""
+    from ..fitting.published_disagg import predict, read_disagg_rows, scores
+    rows, skipped = read_disagg_rows(path)
+    return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine))}
+
+
+def disaggregated_lines(result: dict) -> list[str]:
+    left = ", ".join(f"{n} {why}" for why, n in result["left_out"].items()) or "none"
+    lines = [f"disaggregated: {result['rows']} rows priced as a prefill and a decode pool at their concurrency "
+             f"(left out: {left}); |predicted / measured - 1|, median / p90"]
+    for group, r in result["scores"].items():
+        if r["ttft"]["n"]:
+            lines.append(f"  {group:22s} n={r['ttft']['n']:3d}  TTFT {r['ttft']['median']:6.1%} / {r['ttft']['p90']:6.1%}"
+                         f"  TPOT {r['tpot']['median']:6.1%} / {r['tpot']['p90']:6.1%}")
+    return lines
 
 
 COMMANDS = [("fit-engine", add_fit_arguments, run_fit), ("accuracy", add_accuracy_arguments, run_accuracy)]
