@@ -240,8 +240,9 @@ def run(args: argparse.Namespace) -> int:
                  disaggregated=args.disaggregated)
     status = 0 if frame["feasible"].any() else 1
     if args.json:
+        objects = [c for c in ("deployment", "prefill_deployment") if c in frame]  # Deployments: not JSON
         records = [{k: _json_value(k, v) for k, v in row.items()}
-                   for row in frame.drop(columns=[c for c in ("deployment", "prefill_deployment") if c in frame]).to_dict(orient="records")]
+                   for row in frame.drop(columns=objects).to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
         return status
     percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
