@@ -17,8 +17,10 @@ et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
           solved for TPOT; every step is decode alone (no prefill chunks ride in it: disaggregation's point)
   E2E   = TTFT + (G − 1) TPOT.
 Saturation: the prefill pool at ρ = 1, or the decode pool past its running-sequence cap or KV pool.
-Closed loop (C in flight): the rate where λ E2E(λ) = C; past the most both pools hold, the rest queue and TTFT
-grows by (C − held) / λ, as in roofline.serving.load.
+Closed loop (C in flight): the rate where λ E2E(λ) = C, the prefill wait scaled by 1 − 1/n for the n in flight
+(a request never waits behind itself: none at n = 1, M/D/1's as n grows; an approximation of the finite
+population's queue); past the most both pools hold, the rest queue and TTFT grows by (C − held) / λ, as in
+roofline.serving.load.
 Left out: the decode worker's first step after the transfer (the token comes from the prefill worker), link
 contention between requests (a transfer is a few ms beside a prefill), an unsourced link latency (taken as 0),
 uneven routing (the workers share the rate evenly).
@@ -160,13 +162,18 @@ class Disaggregated:
         rate = check_rate(rate)
         pre = self.prefill_pool.at_rate(rate / self.prefill_workers)
         dec = self.decode_pool.at_rate(rate / self.decode_workers, closed_loop=closed_loop)
-        ttft = pre["ttft_s"] + self.transfer_s
+        wait = pre["ttft_queue_s"]
+        if closed_loop:  # n in flight: a request never queues behind itself (at n = 1 nothing waits)
+            alone = pre["ttft_prefill_s"] + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
+            population = rate * (alone + wait)
+            wait = wait * np.clip(1 - 1 / np.maximum(population, 1.0), 0.0, 1.0)
+        ttft = pre["ttft_prefill_s"] + wait + self.transfer_s
         ok = ~pre["saturated"] & ~dec["saturated"]
         nan = lambda x: np.where(ok, x, np.nan)  # noqa: E731
         e2e = ttft + (self.gen - 1) * dec["tpot_s"]
         return {"rate": rate, "saturated": ~ok, "ttft_s": nan(ttft), "tpot_s": nan(dec["tpot_s"]),
                 "e2e_s": nan(e2e), "in_flight": nan(rate * e2e), "decoders": nan(dec["decoders"]),
-                "ttft_queue_s": nan(pre["ttft_queue_s"]), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
+                "ttft_queue_s": nan(wait), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
                 "kv_transfer_s": np.full(rate.shape, self.transfer_s)}
 
     def saturation(self) -> float:
