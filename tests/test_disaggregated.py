@@ -57,3 +57,21 @@ def test_closed_loop_holds_littles_law_and_queues_past_what_the_pools_hold():
     assert np.allclose(out["rate"] * out["e2e_s"], out["concurrency"], rtol=1e-3)
     assert out["queued"][0] == 0 and out["queued"][2] > 300  # the decode cap holds 32, the rest wait
     assert np.all(np.diff(out["tpot_s"]) > 0) and np.all(np.diff(out["ttft_s"]) > 0)
+
+
+def test_plan_cli_shows_sizes_and_emits_both_pools_of_a_disaggregated_winner(capsys):
+    import json
+
+    from roofline.cli import main
+    flags = ["plan", "--model", "llama-3.1-70b", "--rate", "1", "--prompt", "16000", "--gen", "300", "--ttft", "3",
+             "--tpot", "0.03", "--hardware", "h100-sxm", "--tp", "8", "--weights", "bf16", "--disaggregated", "--fast"]
+    assert main(flags + ["--explain", "--emit", "trtllm"]) == 0
+    out = capsys.readouterr().out
+    assert "Cheapest: 16 x h100-sxm disaggregated prefill 1 x tp=8 + decode 1 x tp=8" in out
+    assert "prefill 1 x tp=8: the fewest workers whose TTFT" in out and "over network" in out
+    assert out.count("trtllm-serve llama-3.1-70b --tp_size 8") == 2 and "trtllm-serve disaggregated -c" in out
+    assert "cache_transceiver_config:" in out and "disable_overlap_scheduler: true" in out
+    assert main(flags + ["--json"]) == 0
+    best = json.loads(capsys.readouterr().out)[0]
+    assert (best["mode"], best["prefill_workers"], best["decode_workers"], best["link"]) == \
+        ("disaggregated", 1, 1, "network")
