@@ -172,9 +172,9 @@ def _config(row) -> str:
     experts = row.get("experts", row["weights"])
     weights = row["weights"] if experts == row["weights"] else f"{row['weights']} (experts {experts})"
     if row.get("mode") == "disaggregated":
-        pools = (f" prefill {int(row['prefill_workers'])} x{_split(row, 'prefill_')} + decode "
-                 f"{int(row['decode_workers'])} x{_split(row)}" if row.get("prefill_workers") == row.get("prefill_workers")
-                 and "prefill_workers" in row else f" prefill{_split(row, 'prefill_')} + decode{_split(row)}")
+        sized = not pd.isna(row.get("prefill_workers", np.nan))  # a rejected pair has no worker counts
+        counts = (f" {int(row['prefill_workers'])} x", f" {int(row['decode_workers'])} x") if sized else ("", "")
+        pools = f" prefill{counts[0]}{_split(row, 'prefill_')} + decode{counts[1]}{_split(row)}"
         return f"{row['hardware']} disaggregated{pools} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
     return f"{row['hardware']}{_split(row)} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 

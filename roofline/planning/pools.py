@@ -16,6 +16,7 @@ targets met by the means), pipeline stages within a pool, and mixed devices betw
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -68,14 +69,13 @@ def disaggregated_rows(cores: dict, work, targets, prices: dict, chunk, max_gpus
         prefill = {key: prefill_ttft(c, work) for key, c in layouts if c.ttft_s <= targets.ttft_s}
         decode = {key: decode_tpot(c, work, chunk) for key, c in layouts}
         cores_of = dict(layouts)
-        for (pkey, (pcounts, ttfts, saturation)), (dkey, (dcounts, tpots, cap)) in (
-                (a, b) for a in prefill.items() for b in decode.items()):
+        for pkey, dkey in itertools.product(prefill, decode):  # (tp, ep) of the prefill and the decode layout
+            pc, dc = cores_of[pkey], cores_of[dkey]
             base = {"mode": "disaggregated", "hardware": h, "tp": dkey[0], "pp": 1, "ep": dkey[1], "weights": w,
-                    "experts": cores_of[dkey].d.precision.experts or w, "kv": k, "engine": eng,
+                    "experts": dc.d.precision.experts or w, "kv": k, "engine": eng,
                     "prefill_tp": pkey[0], "prefill_ep": pkey[1], "prefill_chunk": chunk, "max_batch_cap": None,
-                    "feasible": False, "deployment": cores_of[dkey].d, "prefill_deployment": cores_of[pkey].d}
-            rows.append(_pair(base, cores_of[pkey], cores_of[dkey], (pcounts, ttfts, saturation), dcounts, tpots,
-                              cap, work, targets, prices[h], max_gpus))
+                    "feasible": False, "deployment": dc.d, "prefill_deployment": pc.d}
+            rows.append(_pair(base, pc, dc, prefill[pkey], *decode[dkey], work, targets, prices[h], max_gpus))
     return rows
 
 
