@@ -2,7 +2,9 @@
 
 The default grid is what `roofline plan --fast` searches: 3 priced devices x tp 1,2,4,8 x 4 weight formats
 under tensorrt-llm, 48 candidates of Llama-3.1-70B at 3 requests/s, each priced under load (its replicas
-searched through roofline.serving.load) with the ideal bound beside it. The wide space: 3 devices x tp
+searched through roofline.serving.load) with the ideal bound beside it; with disaggregation on 8 GPUs
+(`plan --disaggregated --max-gpus 8`) it also prices every pair of those layouts as a prefill and a decode
+pool (roofline.planning.pools), 214 candidates, against the same 2 s. The wide space: 3 devices x tp
 1,2,4,8 x pp 1,2 x 4 weight formats x 2 KV formats x 2 engines x 2 batch caps = 768 candidates. Its capacity
 batches are checked against the first version's scalar path (a Deployment, memory, TTFT and a bisection of
 scalar decode steps per candidate, every candidate on its own), timed on a sample and scaled to the same count;
@@ -80,6 +82,9 @@ def main() -> None:
     args = parser.parse_args()
     config = load_model("llama-3.1-70b")
     default_cold, default_warm = timed(lambda: plan(config, DEFAULT_WORK, DEFAULT_TARGETS), args.repeats)
+    pools = plan(config, DEFAULT_WORK, DEFAULT_TARGETS, disaggregated=True, max_gpus=8)
+    pools_cold, pools_warm = timed(lambda: plan(config, DEFAULT_WORK, DEFAULT_TARGETS, disaggregated=True, max_gpus=8),
+                                   args.repeats)
     frame = plan(config, WORK, TARGETS, **SPACE)
     cold, warm = timed(lambda: plan(config, WORK, TARGETS, **SPACE), max(args.repeats // 2, 1))
     axes = [SPACE[k] for k in ("hardware", "tp", "pp", "weights", "kv", "engines", "max_batch", "prefill_chunk")]
@@ -105,6 +110,8 @@ def main() -> None:
     step = statistics.median(steps)
     results = {"default_grid_candidates": 48, "default_grid_cold_s": default_cold,
                "default_grid_warm_median_s": default_warm, "default_grid_target_s": 2.0,
+               "disaggregated_grid_candidates": len(pools), "disaggregated_grid_cold_s": pools_cold,
+               "disaggregated_grid_warm_median_s": pools_warm,
                "candidates": len(frame), "deployments": len(frame) // 2, "feasible": int(frame["feasible"].sum()),
                "plan_cold_s": cold, "plan_warm_median_s": warm,
                "scalar_path_scaled_s": scalar,  # the capacity search alone: the plan also prices every load

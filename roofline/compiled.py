@@ -97,7 +97,8 @@ class QueriesModel:
 
     def phase(self, queries) -> CompiledPhase:
         """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
-        return CompiledPhase(f"T={queries}", self.ops, self.matmul, self.counts,
+        label = f"T={queries}" if np.ndim(queries) == 0 else f"T=({np.size(queries)} values)"  # printing an array is slow
+        return CompiledPhase(label, self.ops, self.matmul, self.counts,
                              lambda batch, context, *widths: self.function(batch, context, *widths, queries),
                              self.context_dependent)
 

@@ -34,6 +34,10 @@ class Hardware:
     sources: dict = field(default_factory=dict, compare=False)
     # What the runtime sees (CUDA's total): more than the datasheet's decimal GB; None: not sourced, the datasheet's
     usable_memory_bytes: float | None = None
+    # Between nodes (disaggregated pools past one node): the scale-out NIC's bytes/s per direction, per GPU
+    network_bandwidth: float | None = None
+    network_latency: float | None = None  # s; None: not sourced
+    gpus_per_node: int | None = None  # GPUs sharing the interconnect (one NVSwitch domain)
 
     def __post_init__(self):
         for name in ("memory_bytes", "memory_bandwidth"):
@@ -49,10 +53,13 @@ class Hardware:
         if self.usable_memory_bytes is not None and not _positive(self.usable_memory_bytes):
             raise ValueError(f"hardware {self.id!r}: usable_memory_bytes must be a positive number of bytes, got "
                              f"{self.usable_memory_bytes!r}")
-        for name in ("interconnect_bandwidth", "interconnect_latency"):
+        for name in ("interconnect_bandwidth", "interconnect_latency", "network_bandwidth", "network_latency"):
             value = getattr(self, name)
-            if value is not None and not (_positive(value) or (name == "interconnect_latency" and value == 0)):
+            if value is not None and not (_positive(value) or (name.endswith("latency") and value == 0)):
                 raise ValueError(f"hardware {self.id!r}: {name} must be a positive number, got {value!r}")
+        if self.gpus_per_node is not None and not (isinstance(self.gpus_per_node, int)
+                                                   and not isinstance(self.gpus_per_node, bool) and self.gpus_per_node >= 1):
+            raise ValueError(f"hardware {self.id!r}: gpus_per_node must be a whole number >= 1, got {self.gpus_per_node!r}")
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit (never a narrower
@@ -135,6 +142,20 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
         link_bw, sources["interconnect"] = _value(link["bytes_per_s"], f"hardware {hw_id!r} interconnect.bytes_per_s")
     if link.get("latency_s") is not None:
         link_lat, _ = _value(link["latency_s"], f"hardware {hw_id!r} interconnect.latency_s")
+    network = _object(raw.get("network"), f"hardware {hw_id!r} network",
+                      '{"bytes_per_s": 5e10, "latency_s": 5e-6} (per GPU, per direction, between nodes)')
+    net_bw, net_lat = None, None
+    if network.get("bytes_per_s") is not None:
+        net_bw, sources["network"] = _value(network["bytes_per_s"], f"hardware {hw_id!r} network.bytes_per_s")
+    if network.get("latency_s") is not None:
+        net_lat, _ = _value(network["latency_s"], f"hardware {hw_id!r} network.latency_s")
+    per_node = None
+    if raw.get("gpus_per_node") is not None:
+        per_node, sources["gpus_per_node"] = _value(raw["gpus_per_node"], f"hardware {hw_id!r} gpus_per_node")
+        if not float(per_node).is_integer():
+            raise ValueError(f"hardware {hw_id!r} gpus_per_node: expected a whole number of GPUs, got {per_node!r}; "
+                             "fix: e.g. 8")
+        per_node = int(per_node)
     usable = None
     if raw.get("usable_memory_bytes") is not None:
         usable, sources["usable_memory_bytes"] = _value(raw["usable_memory_bytes"],
@@ -150,6 +171,9 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
         interconnect_latency=link_lat,
         sources=sources,
         usable_memory_bytes=usable,
+        network_bandwidth=net_bw,
+        network_latency=net_lat,
+        gpus_per_node=per_node,
     )
 
 

@@ -93,3 +93,69 @@ def test_llama_31_70b_at_3_requests_per_second_is_cheapest_on_eight_h100s_achiev
     assert not tp1["feasible"] and tp1["rejected"].startswith("memory")
     tp1 = frame[(frame["hardware"] == "h200") & (frame["tp"] == 1)].iloc[0]
     assert tp1["feasible"] and tp1["max_batch"] == 7
+
+
+def decode_step_at(batch: float, context: float) -> float:
+    """decode_step_h100_tp8 at another mean context: only the KV term a sequence reads scales with it."""
+    kv_read = (context - 2250) * 2 * 80 * 128 * 2 * (1 + GQA_REREADS * 7) / ATTENTION_BANDWIDTH
+    return decode_step_h100_tp8(batch) + batch * kv_read
+
+
+def test_disaggregated_pools_win_for_long_prompts_under_a_tight_tpot_as_the_hand_sizes_them():
+    """Llama-3.1-70B bf16 on H100s at tp 8, 1 request/s of 16,000-token prompts and 300-token outputs, TTFT <= 3 s,
+    TPOT <= 30 ms, tensorrt-llm's profile.
+
+    Aggregated, every prompt's two 8192-token chunks ride in the decoders' steps: one replica misses TPOT under
+    load, and the search needs 3 (24 GPUs). Disaggregated:
+      prefill, one prompt alone on 8 GPUs: its GEMMs 2 x 68.45 G (non-embedding) parameters x 16,000 tokens / 8
+               / 769.5 TFLOP/s = 356 ms; causal attention 2 matmuls x 2 x 16000^2 / 2 x 8192 x 80 layers / 8 /
+               769.5 TFLOP/s = 54.5 ms; norms and the SiLU read and write the activations (3 x 0.202 ms ... 42.8
+               ms); 160 all-reduces of 16000 x 8192 x 2 B x 2 x 7/8 at 450 GB/s + 47.7 us = 171 ms; launches 0.4
+               ms: S = 625 ms (the pricer: 673 ms, its rounded corner adds the GEMMs' weight reads and attention
+               runs whole tiles on the diagonal);
+      queueing, M/D/1 at rho = 1/s x S: rho S / 2(1 - rho); TTFT = S + wait + 2.3 ms + the KV transfer;
+      KV      16,000 tokens x 2 x 80 layers x 1 KV head a GPU x 128 x 2 B = 655.4 MB a GPU; 8 + 8 GPUs span two
+               nodes of 8 (DGX H100), so over one 400 Gb/s NDR port a GPU, 50 GB/s: 13.1 ms;
+      decode  TPOT = t(n + 1), n = 1/s x 299 x TPOT decoders, t the step at context 16,150 (0.875 ms of KV a
+               sequence): 21.4 ms, within 30 ms on one worker.
+    16 GPUs ($48 a million) against the aggregated 24: disaggregation wins, as the hand says."""
+    work, targets = Workload(rate=1, prompt=16000, gen=300), Targets(ttft_s=3.0, tpot_s=0.030)
+    frame = plan("llama-3.1-70b", work, targets, hardware=("h100-sxm",), tp=(8,), weights=("bf16",),
+                 disaggregated=True)
+    best = frame.iloc[0]
+    aggregated = frame[frame["mode"] == "aggregated"].iloc[0]
+    assert best["mode"] == "disaggregated" and best["feasible"]
+    assert (best["prefill_workers"], best["decode_workers"], best["gpus"]) == (1, 1, 16)
+    assert aggregated["feasible"] and aggregated["gpus"] == 24 > best["gpus"]
+    kv_per_gpu = 16000 * 2 * 80 * 1 * 128 * 2
+    assert best["link"] == "network" and best["kv_transfer_s"] == pytest.approx(kv_per_gpu / 50e9, rel=1e-9)
+    gemms = 2 * 68.45e9 * 16000 / 8 / FLOPS
+    attention = 2 * 2 * 16000 ** 2 / 2 * 8192 * 80 / 8 / FLOPS
+    norms = 80 * (2 * 16000 * 8192 * 2 * 2 + 16000 * 3584 * 3 * 2) / BANDWIDTH
+    allreduces = 160 * (16000 * 8192 * 2 * 2 * 7 / 8 / 450e9 + ALLREDUCE_S)
+    prefill = gemms + attention + norms + allreduces + 80 * LAYER_S
+    assert prefill == pytest.approx(0.625, rel=0.01)
+    service = best["ttft_alone_s"] - REQUEST_S
+    assert service == pytest.approx(prefill, rel=0.10)
+    busy = work.rate * service
+    ttft = service + busy * service / (2 * (1 - busy)) + REQUEST_S + kv_per_gpu / 50e9
+    assert best["ttft_s"] == pytest.approx(ttft, rel=1e-6)
+    tpot = 0.02
+    for _ in range(60):
+        tpot = decode_step_at(1 * 299 * tpot + 1, 16150)
+    assert tpot == pytest.approx(0.0214, rel=0.02)
+    assert best["tpot_s"] == pytest.approx(tpot, rel=0.03)
+    assert best["usd_per_million_tokens"] == pytest.approx(16 * load_prices()["h100-sxm"] / (300 * 3600) * 1e6)
+
+
+def test_disaggregated_pools_lose_where_one_pool_is_cheaper():
+    """The first test's workload (3/s, 2000 in, 500 out): a prefill and a decode worker of 8 H100s each meet
+    the targets (16 GPUs, the KV 2000 x 40,960 B = 81.9 MB a GPU over the network, 1.64 ms) but one aggregated
+    replica of 8 does too: the plan keeps the aggregated answer."""
+    frame = plan("llama-3.1-70b", WORK, TARGETS, hardware=("h100-sxm",), tp=(8,), weights=("bf16",),
+                 disaggregated=True)
+    best = frame.iloc[0]
+    pools = frame[frame["mode"] == "disaggregated"].iloc[0]
+    assert best["mode"] == "aggregated" and best["gpus"] == 8
+    assert pools["feasible"] and pools["gpus"] == 16
+    assert pools["kv_transfer_s"] == pytest.approx(2000 * 40960 / 50e9, rel=1e-9)

@@ -99,7 +99,8 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, with a ±10%% band")
     parser.add_argument("--serving", metavar="CSV", default=None,
                         help="score serving-hopper.csv's aggregated rows (TTFT, TPOT per backend) with the first "
-                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after")
+                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after; "
+                             "then its disaggregated rows as two pools")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -152,9 +153,11 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     rows, left_out = read.rows, read.left_out
     predicted = predict(rows, engine)
     report, per_model = scores(rows, predicted), scores(rows, predicted, by="model")
+    disaggregated = disaggregated_accuracy(path, engine)
     if args.json:
         print(json.dumps({"engine": engine.name, "rows": len(rows), "left_out": sum(left_out.values()),
-                          "left_out_by_reason": left_out, "scores": report, "scores_by_model": per_model}, indent=2))
+                          "left_out_by_reason": left_out, "scores": report, "scores_by_model": per_model,
+                          "disaggregated": disaggregated}, indent=2))
         return 0
     reasons = ", ".join(f"{reason} {count}" for reason, count in left_out.items())
     print(f"{path.name}: {len(rows)} aggregated rows priced with {engine.name} ({sum(left_out.values())} left out, "
@@ -165,7 +168,26 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
             cells = "  ".join(f"{metric} {r[metric]['median']:6.1%} / {r[metric]['p90']:6.1%}" for metric in
                               ("ttft_before", "ttft_after", "tpot_before", "tpot_after") if r[metric]["n"])
             print(f"  {name:18s} n={r['ttft_before']['n']:4d}  {cells}")
+    print("\n".join(disaggregated_lines(disaggregated)))
     return 0
+
+
+def disaggregated_accuracy(path: Path, engine) -> dict:
+    """serving-hopper.csv's disaggregated rows, two pools at the row's concurrency (roofline.fitting.published_disagg)."""
+    from ..fitting.published_disagg import predict, read_disagg_rows, scores
+    rows, skipped = read_disagg_rows(path)
+    return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine))}
+
+
+def disaggregated_lines(result: dict) -> list[str]:
+    left = ", ".join(f"{n} {why}" for why, n in result["left_out"].items()) or "none"
+    lines = [f"disaggregated: {result['rows']} rows priced as a prefill and a decode pool at their concurrency "
+             f"(left out: {left}); |predicted / measured - 1|, median / p90"]
+    for group, r in result["scores"].items():
+        if r["ttft"]["n"]:
+            lines.append(f"  {group:22s} n={r['ttft']['n']:3d}  TTFT {r['ttft']['median']:6.1%} / {r['ttft']['p90']:6.1%}"
+                         f"  TPOT {r['tpot']['median']:6.1%} / {r['tpot']['p90']:6.1%}")
+    return lines
 
 
 COMMANDS = [("fit-engine", add_fit_arguments, run_fit), ("accuracy", add_accuracy_arguments, run_accuracy)]

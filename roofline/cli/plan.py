@@ -41,7 +41,12 @@ COLUMNS = {
     "ideal_ttft_s, ideal_tpot_s": "the same layout and load under the ideal engine: the bound, never ranked",
     "sim_ttft_s, sim_tpot_s": "the percentile from the request-by-request simulation ('unsimulated': not run)",
     "decode_bound": "the resource binding the decode step at capacity_batch",
+    "mode": "aggregated (one pool) or disaggregated (--disaggregated: a prefill pool and a decode pool)",
+    "prefill_tp, prefill_workers, decode_workers": "disaggregated: the prefill pool's tp and workers (sized by TTFT), "
+                                                   "the decode workers (by TPOT; tp, ep and replicas are theirs)",
+    "kv_transfer_s, link": "disaggregated: one request's KV between the pools, over nvlink or the network",
 }
+DISAGGREGATED_SHOWN = ("mode", "prefill_tp", "prefill_workers")
 
 
 def _dtypes(text: str, flag: str) -> tuple:
@@ -98,6 +103,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
                         help="candidate prefill chunks (tokens; 'all' for none), which size the workspace (default %(default)s)")
     parser.add_argument("--max-gpus", help="at most this many GPUs in all (default: no limit)")
+    parser.add_argument("--disaggregated", action="store_true",
+                        help="also price disaggregated serving: a prefill pool and a decode pool of any two tp "
+                             "layouts, the KV moved between them (ranked with the rest; not simulated)")
     parser.add_argument("--prices", help="$/GPU-hour YAML (default data/prices.yaml, each price with its source)")
     parser.add_argument("--frontier", default="2", help="with --percentile: deployments kept per hardware (default %(default)s)")
     parser.add_argument("--requests", default="400", help="with --percentile: requests simulated per candidate")
@@ -133,7 +141,7 @@ def _progress_bar():
 
 
 WHOLE = ("tp", "pp", "ep", "replicas", "replicas_asked", "gpus", "capacity_batch", "max_batch", "max_batch_cap",
-         "prefill_chunk")
+         "prefill_chunk", "prefill_tp", "prefill_ep", "prefill_workers", "decode_workers")
 
 
 def _json_value(key: str, value):
@@ -160,7 +168,8 @@ def readable(table):
             table[column] = table[column].map(fmt_seconds)
         elif column == "batch":  # requests in flight at the offered rate: a mean, not a whole number
             table[column] = table[column].map(lambda v: f"{v:.1f}" if v == v else "n/a")
-        elif column in ("capacity_batch", "replicas", "gpus", "replicas_asked"):
+        elif column in ("capacity_batch", "replicas", "gpus", "replicas_asked", "prefill_tp", "prefill_workers",
+                        "decode_workers"):
             table[column] = table[column].map(lambda v: fmt_count(v) if v == v else "n/a")
         elif table[column].dtype.kind == "f":
             table[column] = table[column].map(lambda v: f"{v:.4g}" if v == v else "n/a")
@@ -211,11 +220,13 @@ def run(args: argparse.Namespace) -> int:
                  frontier=parse.number(args.frontier, "--frontier", whole=True),
                  requests=parse.number(args.requests, "--requests", whole=True),
                  progress=None if targets.percentile is None else _progress_bar(), experts=experts_of(args),
-                 replicas=replicas, objective=args.objective, allow_beyond_window=args.allow_beyond_window)
+                 replicas=replicas, objective=args.objective, allow_beyond_window=args.allow_beyond_window,
+                 disaggregated=args.disaggregated)
     status = 0 if frame["feasible"].any() else 1
     if args.json:
+        objects = [c for c in ("deployment", "prefill_deployment") if c in frame]  # Deployments: not JSON
         records = [{k: _json_value(k, v) for k, v in row.items()}
-                   for row in frame.drop(columns="deployment").to_dict(orient="records")]
+                   for row in frame.drop(columns=objects).to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
         return status
     percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
@@ -229,6 +240,10 @@ def run(args: argparse.Namespace) -> int:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
         if args.experts is not None:
             shown.insert(shown.index("weights") + 1, "experts")
+        if args.disaggregated:
+            shown = list(DISAGGREGATED_SHOWN) + shown
+            shown.insert(shown.index("replicas"), "decode_workers")
+            shown.remove("replicas")
         table = feasible[shown].copy()
         for column in ("sim_ttft_s", "sim_tpot_s"):
             if column in table:  # the frontier alone is simulated
@@ -240,12 +255,23 @@ def run(args: argparse.Namespace) -> int:
               + " (--json lists each with its numbers)")
     if args.explain and not feasible.empty:
         from ..planning.forms import explain
-        print("\n".join(explain_lines(explain(frame, work, targets))))
+        aggregated = frame[frame["mode"] == "aggregated"]
+        if aggregated["feasible"].any():
+            print("\n".join(explain_lines(explain(aggregated, work, targets))))
+        pools = frame[frame["feasible"] & (frame["mode"] == "disaggregated")]
+        if not pools.empty:
+            from ..planning.pools import explain_pools
+            print("\n".join(explain_pools(pools.iloc[0], work, targets)))
     if args.emit and not feasible.empty:
         from ..planning.emit import launch_command
         from ..planning.workload import Lengths
         longest = Lengths.of(work.prompt).longest + Lengths.of(work.gen).longest
-        print(launch_command(feasible.iloc[0], args.emit, args.model, longest))
+        best = feasible.iloc[0]
+        if best.get("mode") == "disaggregated":
+            from ..planning.emit import launch_pools
+            print(launch_pools(best, args.emit, args.model, longest))
+        else:
+            print(launch_command(best, args.emit, args.model, longest))
     return status
 
 

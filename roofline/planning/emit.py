@@ -13,6 +13,16 @@ Every flag is checked against the engine's documented CLI:
                 --max_batch_size, --max_num_tokens, --max_seq_len) and, for the KV pool's dtype and fraction in
                 a --config YAML (kv_cache_config: dtype, free_gpu_memory_fraction),
                 https://nvidia.github.io/TensorRT-LLM/examples/deepseek_r1_reasoning_parser.html (also --ep_size)
+Disaggregated (launch_pools): each pool's workers are launched as above with the pool's tp and cap, plus
+  TensorRT-LLM  https://nvidia.github.io/TensorRT-LLM/latest/features/disagg-serving.html and its
+                examples/disaggregated/README.md: the --config YAML's cache_transceiver_config (backend: UCX,
+                max_tokens_in_buffer), disable_overlap_scheduler: true on context servers, and
+                `trtllm-serve disaggregated -c disagg_config.yaml` (context_servers / generation_servers:
+                num_instances, urls)
+  vLLM          https://docs.vllm.ai/en/stable/features/nixl_connector_usage.html (--kv-transfer-config
+                '{"kv_connector":"NixlConnector","kv_role":"kv_both"}' on both pools)
+  SGLang        https://docs.sglang.io/advanced_features/pd_disaggregation.html (--disaggregation-mode
+                prefill|decode, --disaggregation-transfer-backend nixl; the router's --pd-disaggregation)
 Memory fraction: 0.9, each engine's documented default and the share the plan's KV rule assumed
 (data/engines/tensorrt-llm.yaml, memory.fraction). Left out: flags not checked (SGLang's pipeline and
 expert parallelism, vLLM's expert parallelism: refused rather than guessed), and int4/int8 weights, whose
@@ -66,3 +76,42 @@ def launch_command(row, target: str, model: str, longest_tokens: float) -> str:
     return (head + f"python -m sglang.launch_server --model-path {model} --tp {tp} --max-running-requests {cap} "
             f"--chunked-prefill-size {budget}{kv_flag}{quant} --mem-fraction-static {MEMORY_FRACTION} "
             f"--context-length {longest}")
+
+
+NIXL = """'{"kv_connector":"NixlConnector","kv_role":"kv_both"}'"""
+
+
+def launch_pools(row, target: str, model: str, longest_tokens: float) -> str:
+    """The commands that serve a disaggregated deployment: each pool's workers, then what joins them."""
+    prompts = max(1, min(int(row["prefill_max_batch"]), int(row["prefill_chunk"]) - 1 if row["prefill_chunk"] else 1))
+    prefill = dict(row) | {"tp": int(row["prefill_tp"]), "ep": int(row["prefill_ep"]), "pp": 1,
+                           "capacity_batch": prompts, "replicas": int(row["prefill_workers"])}
+    decode = dict(row) | {"replicas": int(row["decode_workers"])}
+    pools = []
+    for role, pool in (("prefill", prefill), ("decode", decode)):
+        text = launch_command(pool, target, model, longest_tokens).split("\n", 1)[1]  # its head says replicas
+        gpus = pool["tp"] * pool["ep"]
+        text = (f"# {role} pool, sized by {'TTFT' if role == 'prefill' else 'TPOT'}: {pool['replicas']} worker"
+                f"{'s' if pool['replicas'] != 1 else ''} of {gpus} x {row['hardware']}, each run as\n" + text)
+        if target == "vllm":
+            text += f" --kv-transfer-config {NIXL}"
+        elif target == "sglang":
+            text += f" --disaggregation-mode {role} --disaggregation-transfer-backend nixl"
+        else:
+            extra = ("disable_overlap_scheduler: true\n" if role == "prefill" else "") + \
+                f"cache_transceiver_config:\n  backend: UCX\n  max_tokens_in_buffer: {int(math.ceil(longest_tokens))}\n"
+            text = text.replace("EOF\ntrtllm-serve", extra + "EOF\ntrtllm-serve").replace("config.yml", f"{role}.yml")
+        pools.append(text)
+    if target == "trtllm":
+        join = ("# then the disaggregated server over both pools (each worker's --host/--port as you launch it)\n"
+                "cat > disagg_config.yaml <<EOF\nhostname: localhost\nport: 8000\nbackend: pytorch\n"
+                f"context_servers:\n  num_instances: {prefill['replicas']}\n  urls: [...]\n"
+                f"generation_servers:\n  num_instances: {decode['replicas']}\n  urls: [...]\nEOF\n"
+                "trtllm-serve disaggregated -c disagg_config.yaml")
+    elif target == "sglang":
+        join = ("# then the router over both pools\n"
+                "python -m sglang_router.launch_router --pd-disaggregation --prefill http://PREFILL:PORT "
+                "--decode http://DECODE:PORT")
+    else:
+        join = "# then a proxy that sends each request to a prefill worker, then to a decode worker (vLLM's examples)"
+    return "\n".join(pools + [join])

@@ -7,7 +7,8 @@ kept when the simulated percentile of TTFT, TPOT (and E2E) meets the targets. A 
 arrivals fails on TTFT: its queue grows over the run. (Result.overloaded, served over the whole makespan,
 is not used: with a few hundred requests the drain of the longest outputs dominates it.) Only the frontier
 is simulated: each hardware's feasible candidates cheapest first until `keep` pass (at most 3 x keep
-tried); the rest keep their analytic verdict (simulated = False).
+tried); the rest keep their analytic verdict (simulated = False). Disaggregated rows (two pools) are not
+simulated: the simulator serves one pool (roofline.planning.pools).
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def check_frontier(frame: pd.DataFrame, work, targets, keep: int, requests: int,
     for column in ("simulated", "sim_ttft_s", "sim_tpot_s", "sim_e2e_s"):
         frame[column] = False if column == "simulated" else np.nan
     queue = []
-    for _, group in frame[frame["feasible"]].groupby("hardware", sort=False):
+    aggregated = frame["mode"] == "aggregated" if "mode" in frame else True  # one pool: what the simulator serves
+    for _, group in frame[frame["feasible"] & aggregated].groupby("hardware", sort=False):
         queue += list(group.index[: 3 * keep])
     done_rows, kept = 0, {}
     for index in queue:

@@ -63,14 +63,16 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
          progress=None, experts: str | None = None, replicas=(None,), objective: str = "cost",
-         allow_beyond_window: bool = False) -> pd.DataFrame:
+         allow_beyond_window: bool = False, disaggregated: bool = False) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
     memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
     device the price sheet prices; prefill_chunk and max_batch may be lists (axes). With targets.percentile
     the cheapest `frontier` per hardware that pass the simulation (of `requests` requests, progress(done,
     total) called as it goes) are kept, and the ones it rejects say so. experts: the routed MoE experts' weight
-    format for every candidate (the checkpoint's, e.g. gpt-oss's mxfp4; None: each candidate's weights format)."""
+    format for every candidate (the checkpoint's, e.g. gpt-oss's mxfp4; None: each candidate's weights format).
+    disaggregated: also every pair of layouts as a prefill pool and a decode pool (roofline.planning.pools), at
+    the first prefill chunk, ranked with the rest (mode column)."""
     work.check()
     targets.check()
     config = load_model(model)
@@ -82,15 +84,19 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
                      max_batch=caps, prefill_chunk=chunks, replicas=counts), requests, max_gpus, experts)
     if objective not in OBJECTIVES:
         raise ValueError(f"objective: {objective!r} is not one of {', '.join(OBJECTIVES)}")
-    devices, rows = [load_hardware(h) for h in hardware], []  # ids, JSON paths or Hardware: rows name the id
+    devices, rows, cores = [load_hardware(h) for h in hardware], [], {}  # ids, JSON paths or Hardware: rows name the id
     for hw, t, p, e, w, k, eng in itertools.product(devices, tp, pp, ep, weights, kv, engines):
         h = hw.id
-        base = {"hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w, "kv": k, "engine": eng}
-        c = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean, targets.tpot_s, chunks, caps,
-                 h in prices, experts)
+        base = {"mode": "aggregated", "hardware": h, "tp": t, "pp": p, "ep": e, "weights": w, "experts": experts or w,
+                "kv": k, "engine": eng}
+        c = cores[(h, t, p, e, w, k, eng)] = core(config, hw, t, p, e, w, k, eng, work.prompt_mean, work.gen_mean,
+                                                   targets.tpot_s, chunks, caps, h in prices, experts)
         for count in counts:
             rows += rows_of(c, base | {"replicas_asked": count}, work, targets, prices.get(h), caps, chunks,
                             max_gpus, count)
+    if disaggregated:
+        from .pools import disaggregated_rows
+        rows += disaggregated_rows(cores, work, targets, prices, chunks[0], max_gpus)
     frame = rank(pd.DataFrame(rows), objective)
     if targets.percentile is not None:
         from .frontier import check_frontier
@@ -157,11 +163,20 @@ def pareto(frame: pd.DataFrame) -> pd.Series:
     return frame.index.isin(front)
 
 
+def _split(row, prefix: str = "") -> str:
+    keys = ("tp", "pp", "ep") if not prefix else ("tp", "ep")
+    return "".join(f" {k}={int(row[prefix + k])}" for k in keys if prefix + k in row and row[prefix + k] > 1) or " tp=1"
+
+
 def _config(row) -> str:
-    split = "".join(f" {k}={int(row[k])}" for k in ("tp", "pp", "ep") if k in row and row[k] > 1) or " tp=1"
     experts = row.get("experts", row["weights"])
     weights = row["weights"] if experts == row["weights"] else f"{row['weights']} (experts {experts})"
-    return f"{row['hardware']}{split} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
+    if row.get("mode") == "disaggregated":
+        sized = not pd.isna(row.get("prefill_workers", np.nan))  # a rejected pair has no worker counts
+        counts = (f" {int(row['prefill_workers'])} x", f" {int(row['decode_workers'])} x") if sized else ("", "")
+        pools = f" prefill{counts[0]}{_split(row, 'prefill_')} + decode{counts[1]}{_split(row)}"
+        return f"{row['hardware']} disaggregated{pools} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
+    return f"{row['hardware']}{_split(row)} {weights}/{row.get('kv', 'bf16')} {row['engine']}"
 
 
 def _under_load(row) -> str:
@@ -176,7 +191,8 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model", obj
     if frame["feasible"].any():
         best = frame.iloc[0]
         lead = {"cost": "Cheapest", "gpus": "Fewest GPUs", "throughput-per-gpu": "Most tokens/s per GPU"}[objective]
-        return (f"{lead}: {int(best['gpus'])} x {_config(best)}, {best['batch']:.0f} requests in flight a replica "
+        holder = "decode worker" if best.get("mode") == "disaggregated" else "replica"
+        return (f"{lead}: {int(best['gpus'])} x {_config(best)}, {best['batch']:.0f} requests in flight a {holder} "
                 f"(capacity batch {int(best['capacity_batch'])}), ${best['usd_per_million_tokens']:.3g} per million "
                 "output tokens.")
     reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]

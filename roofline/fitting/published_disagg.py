@@ -1,0 +1,175 @@
+"""The disaggregated rows of serving-hopper.csv (../shared/published/README.md) priced as two pools under a closed loop.
+
+A row is one benchmark of `silicon_concurrency` requests in flight (closed loop), `isl` in, `osl` out, on
+prefill workers and decode workers of an H100 SXM or H200 SXM (the `prefill_*` and `decode_*` columns; a
+blank worker count is one worker); measured mean TTFT and TPOT. Each is priced by
+roofline.serving.disaggregated at that concurrency with one engine profile. Read here, each pool's layout
+as this project models it: tensor parallelism alone (tp = moe_tp, no attention data parallelism, no expert
+parallelism), or data-parallel attention with the routed experts split over the same GPUs (tp 1,
+attention_dp = moe_ep: Deployment ep); both within one node. Left out, counted by reason: tp combined with
+expert parallelism, a pool spanning nodes (tp 16 on H100s: its all-reduces would cross the network), a model
+not bundled, nvfp4. DeepSeek-R1 is DeepSeek-V3's architecture (the same config.json fields), priced as
+deepseek-v3. The KV cache is taken as 16-bit (the rows do not say), the concurrency, where the source does
+not state it (`silicon_concurrency=`), as the decode pool's running sequences: batch x dp x workers (the
+relation every row stating both holds). A decode batch size caps each decode worker's running sequences
+(per attention-data-parallel rank); none given, the KV pool does (roofline.serving.load.kv_sequences).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..deployment import Deployment
+from ..engine import Engine
+from ..hardware import load_hardware
+from ..memory import workspace
+from ..models.config import load_model
+from ..precision import Precision
+from ..serving.disaggregated import Disaggregated
+from ..serving.load import kv_sequences
+from .serving_rows import MODELS, SYSTEMS, concurrency as stated_concurrency, formats
+GPUS_PER_NODE = 8  # an HGX H100 / H200 node (data/hardware.json gpus_per_node)
+
+
+@dataclass(frozen=True)
+class Pool:
+    tp: int
+    ep: int
+    workers: int
+    batch: int | None  # running sequences a worker holds (decode), None: memory's
+
+
+@dataclass(frozen=True)
+class DisaggRow:
+    id: str
+    backend: str
+    model: str
+    hardware: str
+    weights: str
+    experts: str | None
+    prefill: Pool
+    decode: Pool
+    concurrency: int
+    prompt: int
+    gen: int
+    ttft_s: float
+    tpot_s: float
+    precision: Precision | None = None  # the formats as the aggregated rows read them (serving_rows.formats)
+
+
+def _count(raw: dict, name: str, blank: int | None = 1) -> int | None:
+    text = (raw.get(name) or "").strip()
+    return blank if not text else int(float(text))
+
+
+def _pool(raw: dict, side: str) -> tuple[Pool | None, str]:
+    """A pool's layout as Deployment models it, or the reason it does not."""
+    tp, dp = _count(raw, f"{side}_tp_size"), max(_count(raw, f"{side}_attention_dp_size"), 1)
+    moe_tp, ep = _count(raw, f"{side}_moe_tp_size"), max(_count(raw, f"{side}_moe_ep_size"), 1)
+    batch = _count(raw, f"{side}_batch_size", None)
+    workers = _count(raw, f"{side}_num_workers")
+    if tp * dp > GPUS_PER_NODE:
+        return None, "a pool spanning nodes"
+    if dp == 1 and ep == 1 and moe_tp in (0, 1, tp):
+        return Pool(tp, 1, workers, batch), ""
+    if tp == 1 and dp == ep and moe_tp in (0, 1):
+        return Pool(1, ep, workers, None if batch is None else batch * dp), ""
+    return None, "tp with expert parallelism"
+
+
+def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
+    """(the disaggregated rows read, the rows left out by reason)."""
+    rows, skipped = [], Counter()
+    with Path(path).open(newline="") as handle:
+        for raw in csv.DictReader(handle):
+            if raw["mode"] != "disagg":
+                continue
+            if raw["model_path"] not in MODELS or raw["system"] not in SYSTEMS:
+                skipped["model or system not bundled"] += 1
+                continue
+            model = MODELS[raw["model_path"]]
+            precision = formats(raw, model)
+            if precision is None:
+                skipped["format not modelled"] += 1
+                continue
+            (prefill, why_p), (decode, why_d) = _pool(raw, "prefill"), _pool(raw, "decode")
+            if prefill is None or decode is None:
+                skipped[why_p or why_d] += 1
+                continue
+            stated = "silicon_concurrency=" in (raw.get("silicon_data_source") or "")
+            concurrency = stated_concurrency(raw) if stated else (decode.batch or 0) * decode.workers
+            if concurrency < 1:
+                skipped["no concurrency"] += 1
+                continue
+            rows.append(DisaggRow(raw["id"], raw["backend"], model, SYSTEMS[raw["system"]], precision.weights,
+                                  precision.experts, prefill, decode, concurrency,
+                                  int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,
+                                  float(raw["silicon_tpot_ms"]) / 1e3, precision))
+    return rows, skipped
+
+
+def _deployment(row: DisaggRow, pool: Pool, engine: Engine) -> Deployment:
+    return Deployment(load_model(row.model), load_hardware(row.hardware),
+                      row.precision or Precision(weights=row.weights, experts=row.experts), tp=pool.tp, ep=pool.ep,
+                      engine=engine)
+
+
+def decode_kv_sequences(d: Deployment, prompt: int, gen: int) -> float:
+    """Sequences of P + G tokens a decode replica's KV pools hold: roofline.serving.load.kv_sequences, and under
+    expert parallelism each GPU's pool beside its own share of the weights (1/ep of the routed experts), x ep."""
+    if d.ep == 1:
+        return kv_sequences(d, prompt, gen, token_budget=8192)
+    piece, pieces = workspace(d, float(prompt), 8192)
+    activations = float(np.ravel(piece)[0]) * float(np.minimum(pieces, 1e300))
+    weights = d.memory_bytes(0.0, 0.0)[0]  # one GPU's weights: the shared layers whole, 1/ep of the experts
+    room = float(d.engine.memory.kv_room(d.hardware.capacity_bytes, weights, activations))
+    per_sequence = float(d.compiled.kv_cache(1.0, float(d.engine.memory.blocks_tokens(prompt + gen)),
+                                             d.precision.kv_bytes))
+    return math.floor(room / per_sequence) * d.ep if room > 0 else 0.0
+
+
+def price(row: DisaggRow, engine: Engine) -> Disaggregated | None:
+    """The row's two pools, or None where the decode pool holds no sequence in memory."""
+    prefill, decode = _deployment(row, row.prefill, engine), _deployment(row, row.decode, engine)
+    pool = decode_kv_sequences(decode, row.prompt, row.gen)
+    cap = pool if row.decode.batch is None else min(row.decode.batch, pool)
+    if cap < 1:
+        return None
+    return Disaggregated(prefill, decode, row.prefill.workers, row.decode.workers, row.prompt, row.gen,
+                         decode_max_batch=int(cap), decode_kv_sequences=pool)
+
+
+def predict(rows: list[DisaggRow], engine: Engine) -> dict[str, np.ndarray]:
+    """Per row: TTFT and TPOT at the row's concurrency, seconds; NaN where not priced (memory)."""
+    out = {"ttft": np.full(len(rows), np.nan), "tpot": np.full(len(rows), np.nan)}
+    for i, row in enumerate(rows):
+        pools = price(row, engine)
+        if pools is None:
+            continue
+        state = pools.at_concurrency([float(row.concurrency)])
+        out["ttft"][i], out["tpot"][i] = state["ttft_s"][0], state["tpot_s"][0]
+    return out
+
+
+def scores(rows: list[DisaggRow], predicted: dict) -> dict:
+    """Median and p90 of |predicted / measured − 1| per backend and per model, TTFT and TPOT."""
+    measured = {"ttft": np.array([r.ttft_s for r in rows]), "tpot": np.array([r.tpot_s for r in rows])}
+    groups = {f"backend {b}": [r.backend == b for r in rows] for b in sorted({r.backend for r in rows})}
+    groups |= {f"model {m}": [r.model == m for r in rows] for m in sorted({r.model for r in rows})}
+    groups["all"] = [True] * len(rows)
+    report = {}
+    for name, chosen in groups.items():
+        chosen = np.array(chosen, dtype=bool)
+        report[name] = {}
+        for metric in ("ttft", "tpot"):
+            error = np.abs(predicted[metric][chosen] / measured[metric][chosen] - 1)
+            error = error[np.isfinite(error)]
+            report[name][metric] = {"n": int(error.size),
+                                    "median": float(np.median(error)) if error.size else math.nan,
+                                    "p90": float(np.percentile(error, 90)) if error.size else math.nan}
+    return report
