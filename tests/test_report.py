@@ -366,3 +366,13 @@ def test_the_derivation_counts_this_models_mlp_and_attention_from_the_library():
     assert terms.loc[("MLP", "decode"), "flops"] == 6 * d_model * d_ff * B  # gate, up, down: 3 x 2·B·D·F
     assert terms.loc[("attention", "decode"), "flops"] == 4 * heads * head_dim * B * S  # Q·K and P·V per key
     assert terms.loc[("attention", "decode"), "intensity"] == S / (S + 1)  # no B: batching does not help
+
+
+def test_the_sensitivities_probe_a_whole_token_longer_at_a_one_token_prompt():
+    """+10% of a 1-token prompt rounds to +0 tokens: the rerun divided by log(1) (ZeroDivisionError)."""
+    from roofline import Precision, load_hardware, load_model
+    from roofline.study.report_whatifs import sensitivities
+    table = sensitivities(load_model("llama-2-13b"), load_hardware("h100-sxm"), Precision(),
+                          {"batch": [1, 8], "prompt": 1, "gen": 4})
+    row = table[table["input"] == "prompt length"].iloc[0]
+    assert all(math.isfinite(row[f"{m} B={b}"]) for m in ("ttft_s", "tpot_s") for b in (1, 8))

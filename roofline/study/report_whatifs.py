@@ -25,7 +25,7 @@ def sensitivities(config, hw, precision, inputs) -> pd.DataFrame:
     """Elasticities of TTFT and TPOT at each batch: reruns at +10% of an input, and sympy's d ln t / d ln x."""
     batch, prompt, gen = inputs["batch"], inputs["prompt"], inputs["gen"]
     base = analyze(config, hw, batch=batch, prompt=prompt, gen=gen, precision=precision).metrics
-    longer = round(prompt * 1.1)
+    longer = max(round(prompt * 1.1), prompt + 1)  # a whole token longer at least: below 5 tokens +10% rounds to +0
     cases = [("memory bandwidth", 1.1, replace(hw, memory_bandwidth=hw.memory_bandwidth * 1.1), prompt),
              ("peak FLOP/s (every dtype)", 1.1, replace(hw, peak_flops={k: v * 1.1 for k, v in hw.peak_flops.items()}),
               prompt),
