@@ -52,3 +52,11 @@ def test_accuracy_serving_prints_before_and_after(sample, capsys):
     out = capsys.readouterr().out
     assert "4 aggregated rows priced with tensorrt-llm" in out and "tpot_after" in out
     assert main(["accuracy", "--serving", str(sample.with_name("missing.csv"))]) == 2
+
+
+def test_no_rows_score_as_none_not_a_crash():
+    """An empty selection (a file with only disaggregated rows) indexed with a float array and raised IndexError."""
+    from roofline import load_engine
+    from roofline.fitting.published_serving import predict, scores
+    assert scores([], predict([], load_engine("tensorrt-llm")))["all"]["tpot_after"] == {"n": 0, "median": None,
+                                                                                         "p90": None}

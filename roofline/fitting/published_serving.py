@@ -130,7 +130,7 @@ def scores(rows: list[ServingRow], predicted: dict, by: str = "backend") -> dict
     measured = {"ttft": np.array([r.ttft_s for r in rows]), "tpot": np.array([r.tpot_s for r in rows])}
     report = {}
     for backend in backends:
-        chosen = np.array([backend in ("all", getattr(r, by)) for r in rows])
+        chosen = np.array([backend in ("all", getattr(r, by)) for r in rows], dtype=bool)  # bool when empty too
         report[backend] = {}
         for metric in ("ttft", "tpot"):
             for when in ("before", "after"):
