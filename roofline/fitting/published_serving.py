@@ -3,11 +3,14 @@
 A row is one serving benchmark: `batch_size` requests in flight (closed loop), `isl` in, `osl` out, on
 `tp_size` GPUs of an H100 SXM or H200 SXM; measured mean TTFT and TPOT. Read here: the aggregated (`agg`) rows
 whose model is bundled (data/models), split by tensor parallelism alone (pp 1, no attention data parallelism,
-no expert parallelism), in 16-bit, fp8 or int4 weight-only formats (nvfp4 is not modelled); the KV cache is
-taken as 16-bit (the rows do not say). Each is priced twice with one engine profile:
+no expert parallelism), in 16-bit, fp8 or int4 weight-only formats (nvfp4 is not modelled); fp8 rows run W8A8
+(the GEMMs at the fp8 peak: vLLM, SGLang and TensorRT-LLM quantize activations to fp8 for fp8 checkpoints); the
+KV cache is taken as 16-bit (the rows do not say). Each is priced twice with one engine profile:
   before: today's offline estimates: TPOT the decode step of a batch of `batch_size` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
-  after:  the steady state at that concurrency (roofline.serving.load): TTFT and TPOT under the load.
+  after:  the steady state at that concurrency (roofline.serving.load) under the engine's default scheduler
+          (its profile's `scheduler:`): TTFT and TPOT under the load, TPOT = (E2E - TTFT) / (osl - 1), the
+          benchmarks' per-request mean.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from ..engine import Engine
 from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
-from ..serving.load import Policy, at_load, kv_sequences
+from ..serving.load import LoadModel, Policy, kv_sequences
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b"}
@@ -75,8 +78,9 @@ def read_serving_rows(path: Path) -> tuple[list[ServingRow], int]:
 def _deployment(row: ServingRow, engine: Engine) -> Deployment:
     config = load_model(row.model)
     experts = "mxfp4" if row.model.startswith("gpt-oss") else None  # its experts ship in MXFP4
-    return Deployment(config, load_hardware(row.hardware), Precision(weights=row.weights, experts=experts),
-                      tp=row.tp, engine=engine)
+    activations = "fp8" if row.weights == "fp8" else "bf16"  # W8A8 fp8; int4 is weight-only (bf16 GEMMs)
+    return Deployment(config, load_hardware(row.hardware),
+                      Precision(weights=row.weights, activations=activations, experts=experts), tp=row.tp, engine=engine)
 
 
 def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
@@ -91,10 +95,11 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
         out["tpot_before"][members] = np.broadcast_to(decode.total_s, concurrency.shape)
         out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + engine.request_overhead_s
-        pool = kv_sequences(d, prompt, gen, token_budget=8192)
+        budget, running = engine.scheduler.token_budget, engine.scheduler.max_sequences
+        pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        load = at_load(d, prompt, gen, concurrency=concurrency, policy=Policy(8192, 256, pool))
+        load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     return out
 
