@@ -97,7 +97,8 @@ class QueriesModel:
 
     def phase(self, queries) -> CompiledPhase:
         """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
-        return CompiledPhase(f"T={queries}", self.ops, self.matmul, self.counts,
+        name = f"T={queries}" if np.size(queries) == 1 else f"T=[{np.size(queries)} counts]"  # never print an array
+        return CompiledPhase(name, self.ops, self.matmul, self.counts,
                              lambda batch, context, *widths: self.function(batch, context, *widths, queries),
                              self.context_dependent)
 
