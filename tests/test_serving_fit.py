@@ -55,7 +55,7 @@ def test_held_out_splits_never_fit_on_a_held_out_row():
     for key in ("model", "hardware"):
         seen = []
 
-        def spy(subset):
+        def spy(subset, seen=seen):
             seen.append({r.id for r in subset})
             return prior
 
