@@ -6,7 +6,9 @@ under the steady state (published_serving.predict, the one path that prices them
 (roofline.fitting.least_squares: bounded, a weak pull to each prior, a robust loss). A row the load model
 cannot price under the prior (its KV pool holds no sequence) is left out of the fit and its scores.
 Held out: leave-one-model-out (fit without a model's rows, predict them) and leave-one-device-out (fit on one
-GPU's rows, predict the other's); a split with nothing left to fit predicts with the prior alone.
+GPU's rows, predict the other's); a split where the rows hold one model (device) is not scored.
+Hopper rows alone are fitted and scored: the same sample's Blackwell rows (b200, b300, gb200, gb300) are kept
+aside to score transfer to a new generation (issue 24), whatever read_serving_rows returns.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ UNPRICED_PENALTY = 3.0  # a row the load model stops pricing mid-fit counts as e
 # smoothly over steps of ~1e-3 of a parameter, not ~1e-8 (scipy's default finite-difference step).
 DIFF_STEP = 1e-3
 TOLERANCE = 1e-4  # the fit stops once a step changes the cost or the parameters by under 0.01%
+FIT_DEVICES = ("h100-sxm", "h200")  # Hopper; every other device's rows are kept aside, never fitted
 SPLITS = {"leave_one_model_out": "model", "leave_one_device_out": "hardware"}
 
 
@@ -36,7 +39,10 @@ def _errors(rows: list[ServingRow], engine: Engine) -> np.ndarray:
 
 
 def priced(rows: list[ServingRow], engine: Engine) -> list[ServingRow]:
-    """The rows the load model prices under `engine` (the others' KV pool holds no sequence)."""
+    """The Hopper rows the load model prices under `engine` (the others' KV pool holds no sequence)."""
+    rows = [r for r in rows if r.hardware in FIT_DEVICES]
+    if not rows:
+        return []
     errors = _errors(rows, engine).reshape(len(METRICS), -1)
     return [row for row, ok in zip(rows, np.isfinite(errors).all(axis=0)) if ok]
 
