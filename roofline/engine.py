@@ -33,6 +33,7 @@ from pathlib import Path
 
 from .hardware import DATA_DIR, bundled_hardware
 from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
+from .scheduler import DEFAULT_SCHEDULER, Scheduler, scheduler_from_document
 from .userfile import parse_yaml
 
 ENGINES_DIR = DATA_DIR / "engines"
@@ -66,7 +67,7 @@ NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "fit", "priors", "prior_sources", "accuracy", "harness_fit", "memory",
-                 QUANTIZED)
+                 "scheduler", "serving_accuracy", QUANTIZED)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -93,6 +94,7 @@ class Engine:
     hardware: str = ""  # the device it was fitted on (a bundled id, or MEASURED); "": published rows' own
     harness_fit: dict = field(default_factory=dict)  # a harness fit's record: sources, ceilings, held-out errors
     memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
+    scheduler: Scheduler = DEFAULT_SCHEDULER  # its default token budget and running cap (roofline.scheduler)
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.quantized_efficiency,
@@ -138,6 +140,8 @@ class Engine:
             document["harness_fit"] = dict(self.harness_fit)
         if self.memory != IDEAL_MEMORY:
             document["memory"] = self.memory.as_document()
+        if self.scheduler != DEFAULT_SCHEDULER:
+            document["scheduler"] = self.scheduler.as_document()
         return document
 
 
@@ -256,7 +260,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
-                  memory=memory_from_document(raw.get("memory"), who), **values)
+                  memory=memory_from_document(raw.get("memory"), who),
+                  scheduler=scheduler_from_document(raw.get("scheduler"), who), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

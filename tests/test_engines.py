@@ -133,7 +133,8 @@ def test_a_bad_engine_file_names_the_parameter_and_its_bound(tmp_path):
 
 def test_an_unknown_engine_lists_the_known_ones(capsys):
     assert main(["analyze", "--engine", "vllm-9000"]) == 2
-    assert "gpt-fast, harness, harness-cpu, hf-eager, ideal, llama.cpp, tensorrt-llm" in capsys.readouterr().err
+    assert ("gpt-fast, harness, harness-cpu, hf-eager, ideal, llama.cpp, sglang, tensorrt-llm, tensorrt-llm-1, vllm"
+            in capsys.readouterr().err)
 
 
 def test_a_malformed_published_row_names_its_line(tmp_path):

@@ -161,7 +161,7 @@ def test_roofline_plan_is_the_public_function_and_its_module_still_imports():
 
 @pytest.mark.parametrize("axis, value, message", [("hardware", ("h100",), "hardware: unknown id 'h100'"),
                                                   ("weights", ("fp7",), "weights: unknown dtype 'fp7'"),
-                                                  ("engines", ("vllm",), "engine 'vllm': unknown"),
+                                                  ("engines", ("vllm-9000",), "engine 'vllm-9000': unknown"),
                                                   ("tp", (), "tp: give at least one candidate")])
 def test_a_bad_candidate_value_is_an_error_naming_the_axis_not_a_rejected_layout(axis, value, message):
     with pytest.raises(ValueError, match=message):

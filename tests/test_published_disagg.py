@@ -76,5 +76,5 @@ def test_every_read_row_is_priced_and_scored_by_backend_and_model(sample, capsys
     assert np.all(np.isfinite(predicted["ttft"])) and np.all(np.isfinite(predicted["tpot"]))
     report = scores(rows, predicted)
     assert report["all"]["tpot"]["n"] == 3 and {"backend sglang", "model deepseek-v3", "model qwen3-32b"} <= set(report)
-    assert main(["accuracy", "--serving", str(sample)]) == 0
+    assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm"]) == 0
     assert "disaggregated: 3 rows priced" in capsys.readouterr().out

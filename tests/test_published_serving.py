@@ -47,8 +47,8 @@ def test_under_load_ttft_and_tpot_are_never_below_the_offline_estimates(sample):
     assert report["all"]["tpot_after"]["n"] == 4 and set(report) == {"trtllm", "vllm", "all"}
 
 
-def test_accuracy_serving_prints_before_and_after(sample, capsys):
-    assert main(["accuracy", "--serving", str(sample)]) == 0
+def test_accuracy_serving_with_an_engine_prints_before_and_after(sample, capsys):
+    assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm"]) == 0
     out = capsys.readouterr().out
     assert "4 aggregated rows priced with tensorrt-llm" in out and "tpot_after" in out
     assert main(["accuracy", "--serving", str(sample.with_name("missing.csv"))]) == 2

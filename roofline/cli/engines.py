@@ -61,12 +61,18 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", default=str(PUBLISHED), help="published rows (data/published/README.md)")
     parser.add_argument("--engine", required=True, help="bundled engine (data/engines) or YAML: its prior and fit list")
     parser.add_argument("--out", help="where to write the fitted YAML (default: print it)")
+    parser.add_argument("--serving", metavar="CSV", default=None,
+                        help="fit to serving-hopper.csv's aggregated rows of the engine's backend (its `framework`) "
+                             "under the load model, instead of published rows")
 
 
 def run_fit(args: argparse.Namespace) -> int:
     """Fit an engine's physical parameters to measured rows, with leave-one-out error per family."""
     if args.out:
         writable_file("--out", Path(args.out))
+    if args.serving:
+        from .serving_fit import run_serving_fit
+        return run_serving_fit(args)
     prior = load_engine(args.engine).prior()  # a fitted profile refits from its priors, not its last fit
     rows = rows_of(prior, Path(args.file))
     result = fit_profile(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
@@ -98,9 +104,10 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--plot", metavar="PNG", help="also draw measured against leave-one-out predicted, with a ±10%% band")
     parser.add_argument("--serving", metavar="CSV", default=None,
-                        help="score serving-hopper.csv's aggregated rows (TTFT, TPOT per backend) with the first "
-                             "--engine (default tensorrt-llm): offline estimates before, the steady state under load after; "
-                             "then its disaggregated rows as two pools")
+                        help="score serving-hopper.csv's aggregated rows (TTFT, TPOT per backend) under the load model: "
+                             "each backend's profile in sample, leave-one-model-out and leave-one-device-out; with "
+                             "--engine, that engine on every row, its offline estimates before and the load model after, "
+                             "then the disaggregated rows as two pools")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -148,7 +155,10 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     path = Path(args.serving)
     if not path.is_file():
         raise ValueError(f"--serving: no file {str(path)!r}; fix: the path of serving-hopper.csv")
-    engine = load_engine((args.engine or ["tensorrt-llm"])[0])
+    if not args.engine:
+        from .serving_fit import run_held_out
+        return run_held_out(path, args.json)
+    engine = load_engine(args.engine[0])
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
     predicted = predict(rows, engine)

@@ -90,10 +90,13 @@ def from_variable(name: str, x: float) -> float:
 
 
 def fit(prior: Engine, names: list[str], log_errors: Callable[[Engine], np.ndarray], *, anchor: dict | None = None,
-        starts: tuple = ({},), prior_weight: float = PRIOR_WEIGHT, loss: str = LOSS) -> Fitted:
+        starts: tuple = ({},), prior_weight: float = PRIOR_WEIGHT, loss: str = LOSS, diff_step: float | None = None,
+        tolerance: float = 1e-10) -> Fitted:
     """`prior` with `names` fitted: the lowest of the fits from each start (name -> value over the prior's).
 
-    anchor: the values the prior pull is towards (default: the prior's own)."""
+    anchor: the values the prior pull is towards (default: the prior's own). diff_step: the Jacobian's
+    finite-difference step relative to each variable (None: scipy's ~1e-8), larger where the errors come from a
+    solver whose own precision is coarser (the load model's); tolerance: scipy's xtol, ftol and gtol."""
     anchor = {n: get(prior, n) for n in names} | (anchor or {})
     centre = np.array([to_variable(n, anchor[n]) for n in names])
     width = np.array([PRIOR_WIDTH[unit(n)] for n in names])
@@ -110,7 +113,7 @@ def fit(prior: Engine, names: list[str], log_errors: Callable[[Engine], np.ndarr
         x0 = np.array([to_variable(n, start.get(n, get(prior, n))) for n in names])
         x0 = np.clip(x0, low + 1e-9 * (high - low), high - 1e-9 * (high - low))  # strictly inside, as trf needs
         result = least_squares(residual, x0, bounds=(low, high), loss=loss, f_scale=ROBUST_SCALE, method="trf",
-                               xtol=1e-10, ftol=1e-10, gtol=1e-10)
+                               xtol=tolerance, ftol=tolerance, gtol=tolerance, diff_step=diff_step)
         if best is None or result.cost < best.cost:
             best = result
     rows = best.fun[:-len(names)]

@@ -4,16 +4,19 @@ A row is one serving benchmark: `concurrency` requests in flight (closed loop), 
 worker of an H100 SXM or H200 SXM node; measured mean TTFT and TPOT. How a row maps onto a bundled model, its
 formats and its layout (tensor parallel, or attention data parallel with expert parallel), and the reasons a row
 is left out (model, device, format, layout): roofline.fitting.serving_rows. Each is priced twice with one engine
-profile:
+profile; fp8 rows run W8A8 (the GEMMs at the fp8 peak: vLLM, SGLang and TensorRT-LLM
+quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows do not say):
   before: today's offline estimates: TPOT the decode step of a batch of `concurrency` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
-  after:  the steady state at that concurrency (roofline.serving.load): TTFT and TPOT under the load.
+  after:  the steady state at that concurrency (roofline.serving.load) under the engine's default scheduler
+          (its profile's `scheduler:`): TTFT and TPOT under the load, TPOT = (E2E - TTFT) / (osl - 1), the
+          benchmarks' per-request mean.
 """
 from __future__ import annotations
 
 import csv
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +28,7 @@ from ..engine import Engine
 from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
-from ..serving.load import Policy, at_load, kv_sequences
+from ..serving.load import LoadModel, Policy, kv_sequences
 from .serving_rows import REASONS, REQUIRED, read_row
 
 
@@ -99,7 +102,10 @@ def _priceable(fields: dict) -> bool:
 
 
 def _deployment(row: ServingRow, engine: Engine) -> Deployment:
-    return Deployment(load_model(row.model), load_hardware(row.hardware), row.precision, tp=row.tp, ep=row.ep,
+    precision = row.precision
+    if precision.weights == "fp8":  # W8A8 fp8; int4 and nvfp4 on Hopper are weight-only (bf16 GEMMs)
+        precision = replace(precision, activations="fp8")
+    return Deployment(load_model(row.model), load_hardware(row.hardware), precision, tp=row.tp, ep=row.ep,
                       engine=engine)
 
 
@@ -115,10 +121,11 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
         out["tpot_before"][members] = np.broadcast_to(decode.total_s, concurrency.shape)
         out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + engine.request_overhead_s
-        pool = kv_sequences(d, prompt, gen, token_budget=8192)
+        budget, running = engine.scheduler.token_budget, engine.scheduler.max_sequences
+        pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        load = at_load(d, prompt, gen, concurrency=concurrency, policy=Policy(8192, 256, pool))
+        load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     return out
 
