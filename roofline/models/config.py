@@ -21,10 +21,11 @@ from ..hardware import DATA_DIR
 from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
                           MAX_DIMENSION, MAX_LAYERS, MIXER_KINDS, MLP_KINDS, MOE, NONE, PARALLEL, QK_NORMS,
                           SHARED_SPARSE, SPARSE, STATE_MIXERS, WIDTH_SEPARATOR, WINDOW, _whole, dense_fraction,
-                          dense_of_width)
+                          dense_of_width, parse_share)
 from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
 from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                         nemotron_nas_fields)
+from .hf_mixed import gemma4_fields, mimo_v2_flash_fields, step3p7_fields
 from .hub import config_path, is_hub_id
 from ..userfile import parse_json
 
@@ -32,7 +33,9 @@ MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
             "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
             "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
-            "qwen3_vl_moe_text", "nemotron-nas")
+            "qwen3_vl_moe_text", "nemotron-nas", "gemma4", "gemma4_text", "mimo_v2_flash", "step3p7", "mimo")
+# Families whose attention layers are not all one shape: their keys on top of decoder_fields' (hf_mixed.py).
+MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_fields, "step3p7": step3p7_fields}
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
@@ -41,11 +44,9 @@ UNMODELLED = {
     "kimi_k3": "Kimi-K3's hybrid linear attention (linear_attn_config) with latent MoE",
     "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
     "minimax_m3_vl": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
-    "mimo": "MiMo's Qwen2 decoder with multi-token-prediction layers (no transformers reference to check it)",
-    "mimo_v2_flash": "MiMo-V2-Flash's hybrid layers with their own head counts (swa_num_attention_heads, swa_head_dim)",
-    "gemma4": "Gemma-4's per-layer embeddings, K=V global layers and double-wide MLPs (hidden_size_per_layer_input)",
-    "step3p7": "Step-3.7's per-layer head counts and shared-expert width (share_expert_dim)",
 }
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
@@ -110,6 +111,15 @@ class ModelConfig:
     index_head_dim: int = 0  # Hi
     index_topk: int = 0  # Kt: keys each query's attention reads (2048 in V3.2 and GLM-5)
     moe_latent: int = 0  # Dl: the routed experts' width in a latent MoE (Nemotron-3 Super/Ultra; 0 = D)
+    # Attention kinds whose layers have their own head shape: ((kind, N share, K share, H share), ...), each share
+    # of the base N, K, H as "p/q" text (Hv follows H). Gemma 4's global layers (2 KV heads of 512 beside the sliding
+    # layers' 8 of 256), MiMo-V2-Flash's full layers (half the sliding layers' KV heads). Shares, not counts, so a
+    # tensor-parallel shard (N/tp, K/tp) shrinks every kind with it; the base is the kind with the most KV heads.
+    attention_shapes: tuple = ()
+    values_are_keys: tuple = ()  # attention kinds without v_proj: V is the projected K (Gemma 4's attention_k_eq_v)
+    sink_kinds: tuple = ()  # attention kinds with gpt-oss's sinks where not every layer has them (MiMo-V2-Flash)
+    head_gate: bool = False  # Step-3.7: a sigmoid gate per query head (g_proj, D -> N) on the attention output
+    dense_beside_moe: bool = False  # Gemma 4 26B-A4B: a dense MLP and the routed experts side by side on each layer
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -175,6 +185,25 @@ class ModelConfig:
         if SHARED_SPARSE in self.layer_attention and self.layer_attention[0] != SPARSE:
             raise ValueError(f"model {self.name!r}: the first layer must run its own indexer (indexer_types[0] "
                              f"'full'): a shared layer reuses an earlier layer's top-k")
+        self._check_shapes()
+
+    def _check_shapes(self):
+        for name in ("attention_shapes", "values_are_keys", "sink_kinds"):
+            object.__setattr__(self, name, tuple(tuple(e) if isinstance(e, list) else e for e in getattr(self, name)))
+        for entry in self.attention_shapes:
+            if (not isinstance(entry, tuple) or len(entry) != 4 or entry[0] not in (GLOBAL, WINDOW, CHUNKED)
+                    or not all(parse_share(share) for share in entry[1:])):
+                raise ValueError(f"model {self.name!r}: attention_shapes entries must be (kind, N share, K share, "
+                                 f"H share) with kind global, window or chunked and shares like \"1/4\", got {entry!r}")
+        for name in ("values_are_keys", "sink_kinds"):
+            if set(getattr(self, name)) - {GLOBAL, WINDOW, CHUNKED}:
+                raise ValueError(f"model {self.name!r}: {name} must list attention kinds among global, window and "
+                                 f"chunked, got {getattr(self, name)!r}")
+        if (self.attention_shapes or self.values_are_keys or self.head_gate) and self.is_mla:
+            raise ValueError(f"model {self.name!r}: per-kind head shapes, K=V and head gates apply to GQA "
+                             f"attention, not MLA")
+        if self.dense_beside_moe and MOE not in self.layer_mlp:
+            raise ValueError(f"model {self.name!r}: dense_beside_moe needs MoE layers (the experts beside the MLP)")
 
     @property
     def is_mla(self) -> bool:
@@ -224,6 +253,8 @@ class ModelConfig:
                 hf, family = language_model(hf, family, name)
             fields = (gpt2_fields(hf, name) if family == "gpt2" else nemotron_nas_fields(hf, name)
                       if family == "nemotron-nas" else decoder_fields(hf, family, name))
+            if family in MIXED_FAMILIES:
+                fields.update(MIXED_FAMILIES[family](hf, fields, name))
         return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)
 
 

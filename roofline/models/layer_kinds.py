@@ -17,7 +17,8 @@ SPARSE, SHARED_SPARSE = "sparse", "sparse_shared"
 ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE)
 # Norm of queries and keys: none, RMSNorm per head (weight H), weightless L2 per head, or one RMSNorm over all
 # heads at once (MiniMax-M2's qk_norm_type "per_layer": weights N*H and K*H).
-QK_NORMS = ("", "rms", "l2", "rms_all")
+# "rms_v": Gemma 4's per-head RMSNorm on q and k plus a weightless one on v.
+QK_NORMS = ("", "rms", "l2", "rms_all", "rms_v")
 MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
 MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
@@ -40,9 +41,19 @@ def dense_of_width(width: int, d_ff: int) -> str:
 def dense_fraction(mlp_kind: str) -> Fraction | None:
     """The share of d_ff a "dense:p/q" MLP kind is wide (None for every other kind)."""
     kind, _, share = mlp_kind.partition(WIDTH_SEPARATOR)
-    if kind != DENSE or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", share):
+    return None if kind != DENSE else parse_share(share)
+
+
+def parse_share(text) -> Fraction | None:
+    """A positive fraction written "p" or "p/q" (a share of a base dimension), None if it is not one."""
+    if not isinstance(text, str) or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", text):
         return None
-    return Fraction(share)
+    return Fraction(text)
+
+
+def share_text(part: int, whole: int) -> str:
+    """part / whole as parse_share reads it back ("1/4", "2")."""
+    return str(Fraction(part, whole))
 
 
 

@@ -1,0 +1,113 @@
+"""The Hugging Face keys of the families whose attention layers are not all one shape: Gemma 4, MiMo-V2-Flash, Step-3.7.
+
+Each parser takes the fields `decoder_fields` read (the base shape, layer_types, window) and returns what its
+family changes: a second head shape for one attention kind (attention_shapes), keys reused as values, sinks on one
+kind only, a per-head output gate, the MoE pattern. Sources: transformers 5.24's models/gemma4, mimo_v2_flash and
+step3p7 (the classes each docstring names). Multi-token-prediction layers are not counted (transformers does not
+build them into the model, as for DeepSeek-V3).
+"""
+from __future__ import annotations
+
+from .hf_config import _bad, _flag, _int_list, _optional, _require
+from .layer_kinds import DENSE, GLOBAL, MOE, WINDOW, share_text
+
+
+def gemma4_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Gemma 4's text model (Gemma4TextAttention, Gemma4TextDecoderLayer): sliding layers of num_key_value_heads x
+    head_dim, global layers of num_global_key_value_heads x global_head_dim whose values are their keys (attention_k_eq_v:
+    no v_proj, V = a weightless RMSNorm of K, both cached), q/k/v norms, 4 norms a layer; the MoE models
+    (enable_moe_block, 26B-A4B) run the experts beside the dense MLP on every layer."""
+    for key, feature in (("hidden_size_per_layer_input", "per-layer input embeddings (Gemma 4 E2B/E4B)"),
+                         ("num_kv_shared_layers", "layers that reuse an earlier layer's KV cache (Gemma 4 E2B/E4B)")):
+        if _optional(hf, key, name):
+            raise _bad(name, key, hf[key], "0", f"{feature} are not modelled; price Gemma 4 26B-A4B or 31B")
+    kv_heads, head_dim = fields["n_kv_heads"], fields["head_dim"]
+    keys_are_values = _flag(hf, "attention_k_eq_v", name)
+    global_kv = (_optional(hf, "num_global_key_value_heads", name, minimum=1) if keys_are_values else 0) or kv_heads
+    global_dim = _optional(hf, "global_head_dim", name, default=512, minimum=1)
+    if global_kv > kv_heads or kv_heads % global_kv:
+        raise _bad(name, "num_global_key_value_heads", global_kv, f"a divisor of num_key_value_heads ({kv_heads})",
+                   "give the global layers' KV head count from the published config.json")
+    bias = _flag(hf, "attention_bias", name)
+    out = dict(qk_norm="rms_v", norms_per_layer=4, qkv_bias=bias, out_bias=bias,
+               attention_shapes=((GLOBAL, "1", share_text(global_kv, kv_heads), share_text(global_dim, head_dim)),),
+               values_are_keys=(GLOBAL,) if keys_are_values else ())
+    if _flag(hf, "enable_moe_block", name):
+        out.update(layer_mlp=(MOE,) * fields["n_layers"], dense_beside_moe=True,
+                   n_experts=_require(hf, "num_experts", name), top_k=_require(hf, "top_k_experts", name),
+                   d_expert=_require(hf, "moe_intermediate_size", name))
+    return out
+
+
+def mimo_v2_flash_fields(hf: dict, fields: dict, name: str) -> dict:
+    """MiMo-V2-Flash (MiMoV2FlashAttention, MiMoV2FlashMoE): sliding-window layers of swa_num_key_value_heads (twice the
+    full layers' KV heads) with attention sinks, full layers where hybrid_layer_pattern is 0, keys 192 wide and values
+    128 (v_head_dim), DeepSeek-V3's sigmoid router (a bias buffer) over routed experts without a shared one, dense
+    layers where moe_layer_freq is 0. The window is sliding_window_size + 1 keys: the reference (SGLang) attends to
+    sliding_window_size previous tokens plus the query (transformers' MiMoV2FlashConfig)."""
+    n_layers, heads, kv_heads = fields["n_layers"], fields["n_heads"], fields["n_kv_heads"]
+    head_dim, v_dim = fields["head_dim"], _require(hf, "v_head_dim", name)
+    swa = dict(n_heads=_optional(hf, "swa_num_attention_heads", name, default=heads, minimum=1),
+               n_kv_heads=_optional(hf, "swa_num_key_value_heads", name, default=2 * kv_heads, minimum=1),
+               head_dim=_optional(hf, "swa_head_dim", name, default=head_dim, minimum=1),
+               v_head_dim=_optional(hf, "swa_v_head_dim", name, default=v_dim, minimum=1))
+    if swa["head_dim"] * v_dim != head_dim * swa["v_head_dim"] or swa["n_kv_heads"] % kv_heads:
+        raise _bad(name, "swa_v_head_dim", swa["v_head_dim"], "the sliding layers' value width in the same ratio to "
+                   "swa_head_dim as v_head_dim to head_dim, and swa_num_key_value_heads a multiple of the full layers'",
+                   "copy both from the published config.json")
+    pattern = hf.get("hybrid_layer_pattern")
+    if pattern is None:  # transformers' default: full attention on the first layer and every sixth
+        pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(n_layers)]
+    if not isinstance(pattern, list) or len(pattern) != n_layers or set(pattern) - {0, 1}:
+        raise _bad(name, "hybrid_layer_pattern", pattern, f"a list of {n_layers} values, 1 (sliding) or 0 (full)")
+    moe = hf.get("moe_layer_freq")
+    moe = [0] + [1] * (n_layers - 1) if moe is None else moe
+    if not isinstance(moe, list) or len(moe) != n_layers or set(moe) - {0, 1}:
+        raise _bad(name, "moe_layer_freq", moe, f"a list of {n_layers} values, 1 (MoE) or 0 (dense)")
+    window = _optional(hf, "sliding_window_size", name, minimum=1)
+    window = window + 1 if window else _require(hf, "sliding_window", name)
+    if _optional(hf, "n_shared_experts", name):
+        raise _bad(name, "n_shared_experts", hf["n_shared_experts"], "null or 0 (MiMo-V2-Flash has no shared expert)")
+    sinks = ((WINDOW,) if _flag(hf, "add_swa_attention_sink_bias", name, True) else ()) + (
+        (GLOBAL,) if _flag(hf, "add_full_attention_sink_bias", name) else ())
+    return dict(swa, window=window, layer_attention=tuple(WINDOW if p else GLOBAL for p in pattern),
+                attention_shapes=((GLOBAL, share_text(heads, swa["n_heads"]), share_text(kv_heads, swa["n_kv_heads"]),
+                                   share_text(head_dim, swa["head_dim"])),),
+                sink_kinds=sinks, qkv_bias=_flag(hf, "attention_bias", name), out_bias=False,
+                layer_mlp=tuple(MOE if m else DENSE for m in moe), n_experts=_require(hf, "n_routed_experts", name),
+                top_k=_require(hf, "num_experts_per_tok", name), d_expert=_require(hf, "moe_intermediate_size", name),
+                router_bias=True)
+
+
+def step3p7_fields(hf: dict, fields: dict, name: str) -> dict:
+    """Step-3.7-Flash's text model (Step3p7Attention, Step3p7SparseMoeBlock): GQA with q/k RMSNorm per head and a
+    sigmoid gate per query head (g_proj), full and sliding layers (layer_types), the sliding ones with their own
+    query-head count where num_sliding_attention_heads (or attention_other_setting) gives one; dense MLPs on the first
+    first_k_dense_replace layers (or where moe_layers_enum leaves them out), then routed experts beside one shared
+    expert of share_expert_dim, a sigmoid router with a bias buffer."""
+    n_layers, heads = fields["n_layers"], fields["n_heads"]
+    moe_layers = hf.get("moe_layers_enum")
+    if isinstance(hf.get("mlp_layer_types"), list):  # transformers' own spelling: "sparse" (MoE) or "dense" per layer
+        moe_layers = [i for i, kind in enumerate(hf["mlp_layer_types"]) if kind == "sparse"]
+    if isinstance(moe_layers, str):
+        moe_layers = [int(i) for i in moe_layers.split(",") if i.strip().isdigit()]
+    if moe_layers is None:
+        first_dense = _optional(hf, "first_k_dense_replace", name, default=3)
+        moe_layers = list(range(first_dense, n_layers))
+    moe = set(_int_list({"moe_layers_enum": moe_layers}, "moe_layers_enum", name, n_layers))
+    if _optional(hf, "n_shared_experts", name, default=1) != 1:
+        raise _bad(name, "n_shared_experts", hf["n_shared_experts"], "1 (Step-3.7 has one shared expert)")
+    other = hf.get("attention_other_setting") or {}
+    sliding_heads = hf.get("num_sliding_attention_heads") or other.get("num_attention_heads") or heads
+    if not isinstance(sliding_heads, int) or sliding_heads <= 0 or sliding_heads % fields["n_kv_heads"]:
+        raise _bad(name, "num_sliding_attention_heads", sliding_heads,
+                   f"a positive multiple of num_key_value_heads ({fields['n_kv_heads']})")
+    experts = hf.get("n_routed_experts", hf.get("num_experts", hf.get("moe_num_experts")))
+    bias = _flag(hf, "attention_bias", name)
+    return dict(qk_norm="rms", head_gate=True, qkv_bias=bias, out_bias=bias,
+                attention_shapes=((WINDOW, share_text(sliding_heads, heads), "1", "1"),) if sliding_heads != heads else (),
+                layer_mlp=tuple(MOE if i in moe else DENSE for i in range(n_layers)),
+                n_experts=_require({"n_routed_experts": experts}, "n_routed_experts", name),
+                top_k=_require(hf, "num_experts_per_tok", name), d_expert=_require(hf, "moe_intermediate_size", name),
+                shared_expert_width=_require(hf, "share_expert_dim", name), router_bias=True,
+                mlp_bias=_flag(hf, "mlp_bias", name))
