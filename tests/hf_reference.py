@@ -615,6 +615,36 @@ TINY_CONFIGS["minimax"] = {
     "tie_word_embeddings": False,
 }
 
+# Late-2026 families with attention layers of two shapes (roofline/models/hf_mixed.py). Dims chosen so that the
+# global and sliding layers differ in KV heads and head width, values in width from keys, and the window (8) binds.
+TINY_CONFIGS["gemma4-moe"] = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    "model_type": "gemma4_text", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "head_dim": 16, "global_head_dim": 24, "num_global_key_value_heads": 2,
+    "attention_k_eq_v": True, "intermediate_size": 96, "vocab_size": 211, "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    "enable_moe_block": True, "num_experts": 5, "top_k_experts": 2, "moe_intermediate_size": 40,
+    "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "tie_word_embeddings": True,
+    "max_position_embeddings": 256}}
+TINY_CONFIGS["gemma4-dense"] = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    **TINY_CONFIGS["gemma4-moe"]["text_config"], "attention_k_eq_v": False, "enable_moe_block": False,
+    "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None, "num_global_key_value_heads": None}}
+TINY_CONFIGS["mimo-v2-flash"] = {
+    "model_type": "mimo_v2_flash", "hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 24, "v_head_dim": 16, "swa_num_attention_heads": 4,
+    "swa_num_key_value_heads": 2, "swa_head_dim": 24, "swa_v_head_dim": 16, "hybrid_layer_pattern": [0, 1, 1, 0, 1],
+    "moe_layer_freq": [0, 1, 1, 1, 1], "sliding_window": 7, "sliding_window_size": 7, "intermediate_size": 96,
+    "moe_intermediate_size": 40, "n_routed_experts": 6, "n_shared_experts": None, "num_experts_per_tok": 2,
+    "vocab_size": 199, "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+    "tie_word_embeddings": False, "max_position_embeddings": 256}
+TINY_CONFIGS["step3p7"] = {
+    "model_type": "step3p7", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "num_sliding_attention_heads": 6, "head_dim": 24, "vocab_size": 203,
+    "intermediate_size": 96, "sliding_window": 8,
+    "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    "moe_layers_enum": "1,2,3", "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
+    "share_expert_dim": 56, "n_shared_experts": 1, "max_position_embeddings": 256,
+    "vision_config": {"width": 32, "layers": 1, "heads": 2, "image_size": 28, "patch_size": 14}}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -648,6 +678,13 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
     """
     kw = copy.deepcopy(dict(language_model_config(config)))
     model_type = kw.pop("model_type")
+    if model_type in FLAT_TEXT_CONFIGS and "text_config" not in kw:  # the hub file is the text model's keys
+        kw = {"vision_config": kw.pop("vision_config", None), "text_config": kw}
+    if model_type == "mimo_v2_flash":  # the hub file's per-layer lists, in transformers' spelling (it reads only these)
+        if "hybrid_layer_pattern" in kw:
+            kw["layer_types"] = ["sliding_attention" if p else "full_attention" for p in kw.pop("hybrid_layer_pattern")]
+        if isinstance(kw.get("moe_layer_freq"), list):
+            kw["mlp_layer_types"] = ["sparse" if m else "dense" for m in kw.pop("moe_layer_freq")]
     if model_type == "minimax_m1":  # MiniMax's remote-code config: transformers' minimax is the same architecture
         model_type = "minimax"
         kw["layer_types"] = ["full_attention" if t else "linear_attention" for t in kw.pop("attn_type_list")]
@@ -663,10 +700,15 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
 # Gemma3ForCausalLM / Llama4ForCausalLM (the vision tower is not counted). Kimi K2 ships DeepSeek-V3's
 # modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
 # does not register: it is built as deepseek_v3.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
                   "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
                   "qwen3_5_moe": "qwen3_5_moe_text"}
-MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
+# MiMo-7B's remote code (XiaomiMiMo/MiMo-7B-Base modeling_mimo.py) is transformers' Qwen2 decoder plus MTP layers,
+# which are built for training only: its decoder is transformers' qwen2 (Megatron-Bridge's MimoBridge extends Qwen2's).
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2"}
+# Step-3.7-Flash's hub config.json lists its text model's keys at the top level; transformers builds the text model
+# only inside its vision-language class (Step3p7ForConditionalGeneration), from text_config.
+FLAT_TEXT_CONFIGS = ("step3p7",)
 
 
 def language_model_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -688,8 +730,10 @@ def _build(
 ) -> torch.nn.Module:
     cfg = _hf_config(config, experts_implementation=experts_implementation)
     torch.manual_seed(0)
+    builder = (transformers.AutoModelForImageTextToText if cfg.model_type in FLAT_TEXT_CONFIGS
+               else AutoModelForCausalLM)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(
+        model = builder.from_config(
             cfg,
             dtype=dtype,
             attn_implementation="eager",
@@ -711,20 +755,23 @@ def _experts_impl(experts_implementation: str | None, device: str | torch.device
 
 
 def _vocab_size(config: dict[str, Any]) -> int:
-    return int(_hf_config(config).vocab_size)  # the class default where the file leaves it out (gemma3)
+    return int(_hf_config(config).get_text_config().vocab_size)  # the class default where the file leaves it out (gemma3)
 
 
 # Vision-language configs (issue 25): transformers builds the whole model (AutoModelForImageTextToText); its
 # language model and LM head are counted, its vision tower and projector are not (we price text decode).
-VISION_LANGUAGE = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25")
-VISION_PARTS = ("visual", "vision_tower", "mm_projector", "multi_modal_projector")
+VISION_LANGUAGE = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25", "step3p7")
+VISION_PARTS = ("visual", "vision_tower", "vision_model", "mm_projector", "multi_modal_projector")
 
 
 def hf_text_tower_parameter_count(config: dict[str, Any]) -> int:
     """Parameters of a vision-language model's text tower: every parameter of the full transformers model
     (meta device, tied weights once) outside its vision encoder and projector."""
     kw = {k: v for k, v in copy.deepcopy(config).items() if k not in _DROP_KEYS and k != "architectures"}
-    cfg = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    model_type = kw.pop("model_type")
+    if model_type in FLAT_TEXT_CONFIGS and "text_config" not in kw:
+        kw = {"text_config": kw}
+    cfg = AutoConfig.for_model(model_type, **kw)
     with torch.device("meta"):
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
     return int(sum(p.numel() for name, p in model.named_parameters()
