@@ -1,0 +1,102 @@
+"""Layers of two attention shapes (Gemma 4, MiMo-V2-Flash, Step-3.7): hand-worked numbers from the published configs.
+
+The oracles against transformers (parameters, FLOPs, cache bytes) are in tests/test_hf_oracles.py and
+tests/test_aiconfigurator_configs.py; here each new piece is checked against a count done by hand from the
+config.json, and against the wrong formula it replaces.
+"""
+import json
+
+import pytest
+
+from roofline import ModelConfig, load_model
+from roofline.compiled import compile_model
+from roofline.models.config import MODELS_DIR
+from roofline.model import DECODE, Options, parameter_count, phase_ops
+from roofline.sharding import shard
+
+BF16 = 2.0
+
+
+def cache_growth_per_token(config: ModelConfig, context: int) -> float:
+    """Bytes one more token adds to one sequence's cache at this context."""
+    compiled = compile_model(config)
+    return compiled.kv_cache(1, context + 1, BF16) - compiled.kv_cache(1, context, BF16)
+
+
+def test_gemma4_caches_sliding_and_global_layers_in_their_own_head_shapes():
+    config = load_model("gemma-4-26b-a4b")  # 25 sliding layers: 8 KV heads x 256; 5 global: 2 x 512, K = V
+    sliding, global_ = 25 * 2 * 8 * 256 * 2, 5 * 2 * 2 * 512 * 2
+    assert compile_model(config).kv_cache(1, 1, BF16) == sliding + global_ == 225_280
+    assert cache_growth_per_token(config, 5000) == global_  # past the 1024-token window only global layers grow
+    uniform = config.with_overrides(attention_shapes=())  # the global layers sized like the sliding ones
+    assert cache_growth_per_token(uniform, 5000) != global_
+
+
+def test_gemma4_global_layers_project_keys_once_and_store_them_twice():
+    config = load_model("gemma-4-26b-a4b")
+    qkv = next(p for p in phase_ops(config, Options(), DECODE) if p.name == "layers[global,moe].qkv_proj")
+    assert qkv.op.params == 2816 * (16 * 512 + 2 * 512)  # q_proj and k_proj; no v_proj (attention_k_eq_v)
+    with_values = config.with_overrides(values_are_keys=())
+    assert parameter_count(with_values) - parameter_count(config) == 5 * 2816 * 2 * 512
+
+
+def test_gemma4_moe_layers_add_the_experts_beside_the_dense_mlp():
+    config = load_model("gemma-4-26b-a4b")
+    per_layer = (3 * 2816 * 2112  # the dense gated MLP
+                 + 128 * 3 * 2816 * 704 + 2816 * 128  # 128 experts (gate, up, down) and the router
+                 + 2816 + 128  # the router's input scale and per-expert scale
+                 + 4 * 2816)  # pre-MLP norm, post-MLP norm, the experts' pre and post norms (post-FF norm apart)
+    mlp = sum(p.op.params for p in phase_ops(config, Options(), DECODE)
+              if p.group == "layers[window,moe]" and p.op.name not in
+              ("attn_norm", "qkv_proj", "attention", "o_proj", "q_norm", "k_norm", "v_norm", "post_attn_norm",
+               "post_mlp_norm"))
+    assert mlp == per_layer
+
+
+def test_a_tensor_parallel_shard_replicates_gemma4_s_two_global_kv_heads():
+    config = load_model("gemma-4-26b-a4b")
+    at_tp8 = shard(config, 8)  # 8 sliding KV heads: one a GPU; 2 global KV heads: each GPU keeps one whole
+    assert compile_model(at_tp8).kv_cache(1, 1, BF16) == 25 * 2 * 1 * 256 * 2 + 5 * 2 * 1 * 512 * 2
+    at_tp2 = shard(config, 2)
+    assert compile_model(at_tp2).kv_cache(1, 1, BF16) == 25 * 2 * 4 * 256 * 2 + 5 * 2 * 1 * 512 * 2
+
+
+def test_mimo_v2_flash_caches_192_wide_keys_and_128_wide_values_in_both_layer_kinds():
+    config = load_model("mimo-v2-flash")  # 39 sliding layers of 8 KV heads, 9 full layers of 4
+    assert (config.n_kv_heads, config.head_dim, config.v_head_dim, config.window) == (8, 192, 128, 129)
+    assert compile_model(config).kv_cache(1, 1, BF16) == 39 * 8 * (192 + 128) * 2 + 9 * 4 * (192 + 128) * 2
+    assert cache_growth_per_token(config, 10_000) == 9 * 4 * 320 * 2  # the 128 + 1 window caps the rest
+    at_tp8 = shard(config, 8)  # sliding: 1 KV head a GPU; full: 4 heads over 8 GPUs, each keeps one
+    assert compile_model(at_tp8).kv_cache(1, 1, BF16) == 39 * 1 * 320 * 2 + 9 * 1 * 320 * 2
+
+
+def test_mimo_v2_flash_has_sinks_on_its_sliding_layers_only():
+    config = load_model("mimo-v2-flash")
+    sinks = [p for p in phase_ops(config, Options(), DECODE) if p.op.name == "attention.sinks"]
+    assert sum(p.count for p in sinks) == 39 and all(p.op.params == 64 for p in sinks)
+
+
+def test_step37_gates_each_query_head_with_one_weight_row_a_layer():
+    config = load_model("step-3.7-flash")
+    assert parameter_count(config) - parameter_count(config.with_overrides(head_gate=False)) == 45 * 4096 * 64
+    assert config.shared_expert_width == 1280 and config.layer_mlp.count("moe") == 42
+
+
+def test_step37_sliding_layers_may_have_their_own_query_heads():
+    hf = json.loads(load_model_path("step-3.7-flash"))
+    wide = ModelConfig.from_hf_config({**hf, "attention_other_setting": {"num_attention_heads": 96}}, name="step")
+    extra_heads = 32 * 128 * (4096 + 4096) + 32 * 4096  # q_proj and o_proj rows, and the gate, of 32 more heads
+    sliding_layers = 33  # of 45: full attention on every 4th from layer 0
+    assert parameter_count(wide) - parameter_count(load_model("step-3.7-flash")) == sliding_layers * extra_heads
+
+
+def load_model_path(name: str) -> str:
+    return (MODELS_DIR / f"{name}.json").read_text()
+
+
+@pytest.mark.parametrize("key", ["hidden_size_per_layer_input", "num_kv_shared_layers"])
+def test_gemma4_s_small_models_are_refused_naming_the_feature(key):
+    hf = json.loads(load_model_path("gemma-4-26b-a4b"))
+    hf["text_config"][key] = 256
+    with pytest.raises(ValueError, match=f"field '{key}' must be 0.*not modelled"):
+        ModelConfig.from_hf_config(hf, name="gemma-4-e4b")
