@@ -114,7 +114,10 @@ def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase
     else:
         ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor,
                            chunked=attention_kind == CHUNKED, v_dim=Hv if cfg.v_head_dim else H,
-                           values_are_keys=attention_kind in cfg.values_are_keys)
+                           values_are_keys=attention_kind in cfg.values_are_keys,
+                           sparse=attention_kind in (SPARSE, SHARED_SPARSE))
+        if attention_kind == SPARSE:  # MiniMax-M3: its own block indexer picks each KV head's keys
+            ops[-1:-1] = sparse_ops.block_indexer(options.attention)
         if cfg.attn_output_gate:
             ops[-1:-1] = hybrid.output_gate_ops()  # before o_proj
         if cfg.head_gate:

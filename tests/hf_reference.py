@@ -645,6 +645,19 @@ TINY_CONFIGS["step3p7"] = {
     "share_expert_dim": 56, "n_shared_experts": 1, "max_position_embeddings": 256,
     "vision_config": {"width": 32, "layers": 1, "heads": 2, "image_size": 28, "patch_size": 14}}
 
+# MiniMax-M3: dense attention on layer 0, block-sparse (blocks of 4, top 2: 8 keys) on the others, an index head
+# per KV head; dense MLP first, then experts beside a shared expert of its own width.
+TINY_CONFIGS["minimax-m3"] = {
+    "model_type": "minimax_m3", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40, "dense_intermediate_size": 96,
+    "shared_intermediate_size": 56, "n_shared_experts": 1, "num_local_experts": 6, "num_experts_per_tok": 2,
+    "moe_layer_freq": [0, 1, 1], "vocab_size": 207, "rotary_dim": 8, "partial_rotary_factor": 0.5,
+    "qk_norm_type": "per_head", "use_qk_norm": True, "tie_word_embeddings": False, "max_position_embeddings": 256,
+    "bos_token_id": 1, "eos_token_id": 2,
+    "sparse_attention_config": {"use_sparse_attention": True, "sparse_attention_freq": [0, 1, 1],
+                                "sparse_block_size": 4, "sparse_topk_blocks": 2, "sparse_num_index_heads": 2,
+                                "sparse_index_dim": 12, "sparse_local_block": 1}}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -700,12 +713,14 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
 # Gemma3ForCausalLM / Llama4ForCausalLM (the vision tower is not counted). Kimi K2 ships DeepSeek-V3's
 # modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
 # does not register: it is built as deepseek_v3.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3_vl_text",
+                  "llama4": "llama4_text", "kimi_k25": "kimi_k2",
                   "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
                   "qwen3_5_moe": "qwen3_5_moe_text"}
 # MiMo-7B's remote code (XiaomiMiMo/MiMo-7B-Base modeling_mimo.py) is transformers' Qwen2 decoder plus MTP layers,
 # which are built for training only: its decoder is transformers' qwen2 (Megatron-Bridge's MimoBridge extends Qwen2's).
-MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2"}
+# MiniMax-M3's hub file (model_type minimax_m3, remote code) is the text model transformers ships as minimax_m3_vl_text.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2", "minimax_m3": "minimax_m3_vl_text"}
 # Step-3.7-Flash's hub config.json lists its text model's keys at the top level; transformers builds the text model
 # only inside its vision-language class (Step3p7ForConditionalGeneration), from text_config.
 FLAT_TEXT_CONFIGS = ("step3p7",)
@@ -965,7 +980,7 @@ def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     tensors: list[torch.Tensor] = []
     if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
         for layer in cache.layers:  # linear-attention layers: .conv_states / .recurrent_states (lists)
-            for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
+            for name in ("keys", "values", "indexer_keys", "idx_keys", "conv_states", "recurrent_states"):
                 t = getattr(layer, name, None)
                 for item in _tensors_of(t):
                     if isinstance(item, torch.Tensor):
@@ -1037,11 +1052,11 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
     cache = _cache_argument(out).popitem()[1]
     totals = {"kv": 0, "state": 0}
     for layer in cache.layers:
-        for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
+        for name in ("keys", "values", "indexer_keys", "idx_keys", "conv_states", "recurrent_states"):
             t = getattr(layer, name, None)
             for item in _tensors_of(t):
                 if isinstance(item, torch.Tensor):
-                    kind = "kv" if name in ("keys", "values", "indexer_keys") else "state"
+                    kind = "kv" if name in ("keys", "values", "indexer_keys", "idx_keys") else "state"
                     totals[kind] += item.numel() * item.element_size()
     for item in getattr(cache, "linear_cache", []):  # MiniMaxCache: one (B, heads, head_dim, head_dim) per layer
         if isinstance(item, torch.Tensor):

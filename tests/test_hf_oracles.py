@@ -30,7 +30,7 @@ REAL_FLOP_CHECKS = ["llama-2-13b", "llama-3-8b", "mixtral-8x7b", "qwen2.5-7b", "
                     "deepseek-v2-lite", "deepseek-v3", "mistral-7b-v0.1",
                     "qwen3-8b", "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
                     "llama-4-maverick", "gpt-oss-20b", "minimax-m2.5", "deepseek-v3.2", "gemma-4-26b-a4b",
-                    "mimo-v2-flash", "mimo-7b-base"]  # not step-3.7-flash: its experts' loop cannot run on meta
+                    "mimo-v2-flash", "mimo-7b-base", "minimax-m3"]  # not step-3.7-flash: its experts' loop cannot run on meta
 HF_RUNS_EVERY_EXPERT = ("llama4_text",)
 NOT_IN_TRANSFORMERS = ("nemotron-nas",)  # DeciLM's remote code only
 
@@ -79,7 +79,8 @@ def test_kv_bytes_per_token_equal_the_hugging_face_cache_tensors(case):
 @pytest.mark.parametrize("name", ["llama-2-7b", "llama-3-8b", "deepseek-v3", "deepseek-v2-lite", "qwen3-8b",
                                   "qwen3-30b-a3b", "gemma-3-27b", "glm-4.5-air", "kimi-k2", "llama-4-scout",
                                   "gpt-oss-20b", "gpt-oss-120b", "glm-5", "deepseek-v3.2", "minimax-m2.5",
-                                  "kimi-k2.5", "qwen3-32b", "gemma-4-26b-a4b", "mimo-v2-flash", "mimo-7b-base"])
+                                  "kimi-k2.5", "qwen3-32b", "gemma-4-26b-a4b", "mimo-v2-flash", "mimo-7b-base",
+                                  "minimax-m3"])
 def test_kv_bytes_per_token_of_real_configs(name):
     expected = hf_kv_cache_bytes_per_token(raw_config(name), dtype=torch.bfloat16, device="meta")
     assert compile_model(load_model(name)).kv_cache(1, 1, 2.0) == expected
@@ -112,7 +113,8 @@ def test_the_oracle_catches_moe_experts_counted_densely():
                                          ("gemma4-moe", {"attention_shapes": ()}),
                                          ("mimo-v2-flash", {"sink_kinds": ("window", "global")}),
                                          ("step3p7", {"head_gate": False}),
-                                         ("step3p7", {"attention_shapes": ()})])
+                                         ("step3p7", {"attention_shapes": ()}),
+                                         ("minimax-m3", {"layer_attention": ("global",) * 3})])
 def test_the_oracle_catches_a_dropped_norm_sink_or_bias(case, wrong):
     config = ModelConfig.from_hf_config(TINY_CONFIGS[case], name=case)
     assert parameter_count(config) == hf_parameter_count(TINY_CONFIGS[case])

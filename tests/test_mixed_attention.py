@@ -12,6 +12,7 @@ from roofline import ModelConfig, load_model
 from roofline.compiled import compile_model
 from roofline.models.config import MODELS_DIR
 from roofline.model import DECODE, Options, parameter_count, phase_ops
+from roofline.symbols import B, S, b_kv
 from roofline.sharding import shard
 
 BF16 = 2.0
@@ -100,3 +101,28 @@ def test_gemma4_s_small_models_are_refused_naming_the_feature(key):
     hf["text_config"][key] = 256
     with pytest.raises(ValueError, match=f"field '{key}' must be 0.*not modelled"):
         ModelConfig.from_hf_config(hf, name="gemma-4-e4b")
+
+
+def decode_read(name: str, op: str, context: int, group: str = "") -> float:
+    """Cache bytes one op reads in one decode step of one sequence, summed over its layers (bf16 cache)."""
+    placed = [p for p in phase_ops(load_model(name), Options(), DECODE) if p.op.name == op and group in p.group]
+    return float(sum(p.op.cost.kv_read * p.count for p in placed).subs({B: 1, S: context, b_kv: 2}))
+
+
+def test_minimax_m3_sparse_layers_read_each_kv_head_s_top_2048_keys_and_the_indexer_every_key():
+    # 57 block-sparse layers (16 blocks of 128 keys per KV head), 3 dense ones; 4 KV heads x 128 (K and V),
+    # one 128-wide index key per token per sparse layer.
+    for context in (1000, 2048, 4096, 65536):
+        sparse, dense = 57 * 2 * 4 * 128 * 2 * min(context, 2048), 3 * 2 * 4 * 128 * 2 * context
+        assert decode_read("minimax-m3", "attention", context) == sparse + dense
+        assert decode_read("minimax-m3", "indexer.scores", context) == 57 * 128 * 2 * context
+    # on a sparse layer the indexer outreads attention past 2048 x (2 K H) / Hi = 16,384 tokens
+    sparse = "layers[sparse,"
+    assert decode_read("minimax-m3", "indexer.scores", 16385, sparse) > decode_read("minimax-m3", "attention", 16385, sparse)
+    assert decode_read("minimax-m3", "indexer.scores", 16383, sparse) < decode_read("minimax-m3", "attention", 16383, sparse)
+
+
+def test_minimax_m3_caches_every_key_and_index_key_the_top_k_does_not_shrink_it():
+    config = load_model("minimax-m3")
+    assert compile_model(config).kv_cache(1, 1, BF16) == 60 * 2 * 4 * 128 * 2 + 57 * 128 * 2 == 137_472
+    assert cache_growth_per_token(config, 100_000) == 137_472

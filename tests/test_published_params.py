@@ -89,6 +89,11 @@ PUBLISHED = [
     ("step-3.7-flash", "total", 196 * B, 1 * B, "round", (), "vLLM recipes, stepfun-ai/Step-3.7-Flash: ~198B total / "
      "11B active, a 196B sparse language backbone with a 1.8B perception encoder"),
     ("step-3.7-flash", "active", 11 * B, 1 * B, "round", (), "the same page"),
+    # MiniMax-M3: '~428B' counts its vision encoder (read to the ten here); '~23B' activated leaves out the
+    # embedding and LM head (200,064 x 6,144 each).
+    ("minimax-m3", "total", 428 * B, 10 * B, "round", (), "https://huggingface.co/MiniMaxAI/MiniMax-M3 model card "
+     "(as transcribed by sota.borgcloud.ai): ~428B parameters and ~23B activated parameters"),
+    ("minimax-m3", "active", 23 * B, 1 * B, "trunc", (EMBEDDING, HEAD), "the same card"),
 ]
 
 

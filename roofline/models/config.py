@@ -25,7 +25,7 @@ from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LIN
 from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
 from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                         nemotron_nas_fields)
-from .hf_mixed import gemma4_fields, mimo_v2_flash_fields, step3p7_fields
+from .hf_mixed import gemma4_fields, mimo_v2_flash_fields, minimax_m3_fields, step3p7_fields
 from .hub import config_path, is_hub_id
 from ..userfile import parse_json
 
@@ -33,17 +33,17 @@ MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
             "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
             "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
-            "qwen3_vl_moe_text", "nemotron-nas", "gemma4", "gemma4_text", "mimo_v2_flash", "step3p7", "mimo")
+            "qwen3_vl_moe_text", "nemotron-nas", "gemma4", "gemma4_text", "mimo_v2_flash", "step3p7", "mimo",
+            "minimax_m3", "minimax_m3_vl", "minimax_m3_vl_text")
 # Families whose attention layers are not all one shape: their keys on top of decoder_fields' (hf_mixed.py).
-MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_fields, "step3p7": step3p7_fields}
+MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_fields, "step3p7": step3p7_fields,
+                  "minimax_m3": minimax_m3_fields, "minimax_m3_vl_text": minimax_m3_fields}
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
     "deepseek_v4": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
     "deepseek_ref": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
     "kimi_k3": "Kimi-K3's hybrid linear attention (linear_attn_config) with latent MoE",
-    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
-    "minimax_m3_vl": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
 }
 
 
@@ -111,6 +111,9 @@ class ModelConfig:
     index_head_dim: int = 0  # Hi
     index_topk: int = 0  # Kt: keys each query's attention reads (2048 in V3.2 and GLM-5)
     moe_latent: int = 0  # Dl: the routed experts' width in a latent MoE (Nemotron-3 Super/Ultra; 0 = D)
+    # MiniMax-M3's indexer picks blocks of this many keys, per KV head, on GQA attention (0: DeepSeek's per-key pick
+    # on MLA); index_topk counts keys (its top blocks x the block).
+    index_block: int = 0
     # Attention kinds whose layers have their own head shape: ((kind, N share, K share, H share), ...), each share
     # of the base N, K, H as "p/q" text (Hv follows H). Gemma 4's global layers (2 KV heads of 512 beside the sliding
     # layers' 8 of 256), MiMo-V2-Flash's full layers (half the sliding layers' KV heads). Shares, not counts, so a
@@ -172,16 +175,16 @@ class ModelConfig:
         self._check_sparse()
 
     def _check_sparse(self):
-        for name in ("index_heads", "index_head_dim", "index_topk", "moe_latent"):
+        for name in ("index_heads", "index_head_dim", "index_topk", "moe_latent", "index_block"):
             value = getattr(self, name)
             if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
                 raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
                                  f"got {value!r}")
         sparse = {SPARSE, SHARED_SPARSE} & set(self.layer_attention)
-        if sparse and not (self.index_heads and self.index_head_dim and self.index_topk and self.q_lora_rank
-                           and self.is_mla):
-            raise ValueError(f"model {self.name!r}: sparse (DSA) layers need MLA with q_lora_rank, and index_n_heads, "
-                             f"index_head_dim and index_topk > 0")
+        indexer_input = (self.q_lora_rank and self.is_mla) or (self.index_block and not self.is_mla)
+        if sparse and not (self.index_heads and self.index_head_dim and self.index_topk and indexer_input):
+            raise ValueError(f"model {self.name!r}: sparse layers need index_n_heads, index_head_dim and index_topk > 0, "
+                             f"and MLA with q_lora_rank (DSA) or GQA with index_block (MiniMax-M3's block indexer)")
         if SHARED_SPARSE in self.layer_attention and self.layer_attention[0] != SPARSE:
             raise ValueError(f"model {self.name!r}: the first layer must run its own indexer (indexer_types[0] "
                              f"'full'): a shared layer reuses an earlier layer's top-k")

@@ -1,15 +1,16 @@
-"""The Hugging Face keys of the families whose attention layers are not all one shape: Gemma 4, MiMo-V2-Flash, Step-3.7.
+"""The Hugging Face keys of the families whose attention layers are not all one shape or kind: Gemma 4, MiMo-V2-Flash,
+Step-3.7, MiniMax-M3.
 
 Each parser takes the fields `decoder_fields` read (the base shape, layer_types, window) and returns what its
 family changes: a second head shape for one attention kind (attention_shapes), keys reused as values, sinks on one
-kind only, a per-head output gate, the MoE pattern. Sources: transformers 5.24's models/gemma4, mimo_v2_flash and
-step3p7 (the classes each docstring names). Multi-token-prediction layers are not counted (transformers does not
-build them into the model, as for DeepSeek-V3).
+kind only, a per-head output gate, block-sparse layers, the MoE pattern. Sources: transformers 5.24's models/gemma4,
+mimo_v2_flash, step3p7 and minimax_m3_vl (the classes each docstring names). Multi-token-prediction layers are not
+counted (transformers does not build them into the model, as for DeepSeek-V3).
 """
 from __future__ import annotations
 
 from .hf_config import _bad, _flag, _int_list, _optional, _require
-from .layer_kinds import DENSE, GLOBAL, MOE, WINDOW, share_text
+from .layer_kinds import DENSE, GLOBAL, MOE, SPARSE, WINDOW, share_text
 
 
 def gemma4_fields(hf: dict, fields: dict, name: str) -> dict:
@@ -111,3 +112,45 @@ def step3p7_fields(hf: dict, fields: dict, name: str) -> dict:
                 top_k=_require(hf, "num_experts_per_tok", name), d_expert=_require(hf, "moe_intermediate_size", name),
                 shared_expert_width=_require(hf, "share_expert_dim", name), router_bias=True,
                 mlp_bias=_flag(hf, "mlp_bias", name))
+
+
+def minimax_m3_fields(hf: dict, fields: dict, name: str) -> dict:
+    """MiniMax-M3 (MiniMaxM3VLAttention, MiniMaxM3VLIndexer, MiniMaxM3VLSparseMoeBlock): GQA with q/k RMSNorm per head;
+    where sparse_attention_freq is 1 a block indexer (index heads x index dim, its own key cache) keeps each KV head's
+    top sparse_topk_blocks blocks of sparse_block_size keys; dense MLPs of dense_intermediate_size where moe_layer_freq
+    is 0, else routed experts of intermediate_size beside one shared expert of shared_intermediate_size, a sigmoid
+    router with a bias buffer. The MTP modules are not counted (transformers does not build them)."""
+    n_layers = fields["n_layers"]
+    sparse = hf.get("sparse_attention_config") or {}
+    if not isinstance(sparse, dict):
+        raise _bad(name, "sparse_attention_config", sparse, "an object (MiniMax-M3's block-sparse attention settings)")
+    if _flag(hf, "attention_output_gate", name):
+        raise _bad(name, "attention_output_gate", True, "false", "a gated attention output is not modelled for MiniMax-M3")
+    if hf.get("qk_norm_type", "per_head") != "per_head" and _flag(hf, "use_qk_norm", name, True):
+        raise _bad(name, "qk_norm_type", hf["qk_norm_type"], "\"per_head\"", "only MiniMax-M3's per-head q/k norm is modelled")
+    sparse_layers = sparse.get("sparse_attention_freq", [0] * n_layers)
+    if not _flag(sparse, "use_sparse_attention", name, True):
+        sparse_layers = [0] * n_layers
+    moe_layers = hf.get("moe_layer_freq", [1] * n_layers)
+    for key, value in (("sparse_attention_config.sparse_attention_freq", sparse_layers), ("moe_layer_freq", moe_layers)):
+        if not isinstance(value, list) or len(value) != n_layers or set(value) - {0, 1}:
+            raise _bad(name, key, value, f"a list of {n_layers} values, 0 or 1")
+    if _optional(hf, "n_shared_experts", name, default=1) != 1:
+        raise _bad(name, "n_shared_experts", hf["n_shared_experts"], "1 (one shared expert of shared_intermediate_size)")
+    index_heads = _optional(sparse, "sparse_num_index_heads", name, default=4, minimum=1)
+    if 1 in sparse_layers and index_heads != fields["n_kv_heads"]:  # one block pick per KV head's query group
+        raise _bad(name, "sparse_attention_config.sparse_num_index_heads", index_heads,
+                   f"num_key_value_heads ({fields['n_kv_heads']}): each index head picks one KV head's blocks")
+    block = _optional(sparse, "sparse_block_size", name, default=128, minimum=1)
+    top_blocks = _optional(sparse, "sparse_topk_blocks", name, default=16, minimum=1)
+    return dict(
+        qk_norm="rms" if _flag(hf, "use_qk_norm", name, True) else "", d_ff=_require(hf, "dense_intermediate_size", name),
+        layer_attention=tuple(SPARSE if f else GLOBAL for f in sparse_layers),
+        index_heads=index_heads,
+        index_head_dim=_optional(sparse, "sparse_index_dim", name, default=128, minimum=1),
+        index_topk=block * top_blocks, index_block=block,
+        layer_mlp=tuple(MOE if f else DENSE for f in moe_layers),
+        n_experts=_require(hf, "num_local_experts", name), top_k=_require(hf, "num_experts_per_tok", name),
+        d_expert=_require(hf, "intermediate_size", name),
+        shared_expert_width=_optional(hf, "shared_intermediate_size", name, default=3072, minimum=1),
+        router_bias=_flag(hf, "use_routing_bias", name, True))
