@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import ops as o
-from . import hybrid, sparse_ops
+from . import compressed_ops, hybrid, sparse_ops
 from .models.config import (CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig,
                             dense_fraction, parse_share)
 from .cost import Cost
 from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, b_w, k
-from .symbols import Di, Dl, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
+from .symbols import Di, Dl, Fs, G, Go, Hi, Kc, Kt, Mc, Mh, Nc, Nh, Ni, Ns, Q, Rdt, Ro, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -93,19 +93,23 @@ def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Opt
     """A layer's ops: input norm and mixer (attention, a constant-state mixer, both, or none), then
     norm and MLP (dense, MoE or none: Nemotron-H's layers are one or the other)."""
     ops = [] if attention_kind == NONE else [o.norm("attn_norm", D, cfg.layer_norm)]
+    if cfg.hc_streams:  # DeepSeek-V4: the residual streams mixed into one block input
+        ops = compressed_ops.hyper_connection("attn_hc") + ops
     if attention_kind in STATE_MIXERS and attention_kind != PARALLEL:
         ops += hybrid.state_mixer_ops(cfg, attention_kind)
     elif attention_kind != NONE:
         ops += attention_ops(cfg, attention_kind, options, phase)
     if mlp_kind != NONE:
-        ops += mlp_ops(cfg, mlp_kind)
+        ops += (compressed_ops.hyper_connection("ffn_hc") if cfg.hc_streams else []) + mlp_ops(cfg, mlp_kind)
     return ops
 
 
 def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase: str) -> list[o.Op]:
     window = attention_kind == WINDOW
     ops = []
-    if cfg.is_mla:
+    if cfg.hc_streams:  # DeepSeek-V4: shared-KV MQA over a window and compressed entries
+        ops += compressed_ops.v4_attention(attention_kind, options.attention)
+    elif cfg.is_mla:
         form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
         sparse = attention_kind in (SPARSE, SHARED_SPARSE)
         ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window, sparse=sparse)
@@ -203,6 +207,8 @@ def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DE
         for op in layer_ops(cfg, attention_kind, mlp_kind, options, phase):
             placed.append(PlacedOp(group, op, count, attention_kind == WINDOW, attention_kind == CHUNKED))
     logits_tokens = B * T if options.logits == "all" else B
+    if cfg.hc_streams:
+        placed.append(PlacedOp("head", compressed_ops.hyper_head(), 1))
     placed += [PlacedOp("head", o.norm("final_norm", D, cfg.layer_norm), 1),
                PlacedOp("head", o.lm_head(cfg.tied_embeddings, logits_tokens), 1)]
     return placed
@@ -218,7 +224,8 @@ def dimensions(cfg: ModelConfig) -> dict:
             Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
             Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
             Fs: cfg.shared_expert_width or 1, Ni: cfg.index_heads or 1, Hi: cfg.index_head_dim or 1,
-            Kt: cfg.index_topk or 1, Dl: cfg.moe_latent or 1}
+            Kt: cfg.index_topk or 1, Dl: cfg.moe_latent or 1, Mc: cfg.compress_sparse or 1,
+            Mh: cfg.compress_heavy or 1, Nc: cfg.hc_streams or 1, Go: cfg.o_groups or 1, Ro: cfg.o_lora_rank or 1}
 
 
 def phase_substitution(phase: str) -> dict:

@@ -658,6 +658,16 @@ TINY_CONFIGS["minimax-m3"] = {
                                 "sparse_block_size": 4, "sparse_topk_blocks": 2, "sparse_num_index_heads": 2,
                                 "sparse_index_dim": 12, "sparse_local_block": 1}}
 
+# DeepSeek-V4: a window layer, a compressed sparse one (entries of 4 tokens, top 5 kept) and a heavily compressed one
+# (entries of 128 tokens: a prompt past 128 gives it entries), 2 residual streams, 2 output groups.
+TINY_CONFIGS["deepseek-v4"] = {
+    "model_type": "deepseek_v4", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8, "q_lora_rank": 24, "o_groups": 2,
+    "o_lora_rank": 16, "index_n_heads": 3, "index_head_dim": 16, "index_topk": 5, "sliding_window": 8, "hc_mult": 2,
+    "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40, "n_shared_experts": 1,
+    "num_hash_layers": 1, "vocab_size": 211, "compress_ratios": [0, 4, 128, 4], "max_position_embeddings": 1024,
+    "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -720,7 +730,9 @@ TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "minimax_m3_
 # MiMo-7B's remote code (XiaomiMiMo/MiMo-7B-Base modeling_mimo.py) is transformers' Qwen2 decoder plus MTP layers,
 # which are built for training only: its decoder is transformers' qwen2 (Megatron-Bridge's MimoBridge extends Qwen2's).
 # MiniMax-M3's hub file (model_type minimax_m3, remote code) is the text model transformers ships as minimax_m3_vl_text.
-MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2", "minimax_m3": "minimax_m3_vl_text"}
+# sgl-project's DeepSeek-V4 FP8 configs name the same architecture deepseek_ref.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2", "minimax_m3": "minimax_m3_vl_text",
+                      "deepseek_ref": "deepseek_v4"}
 # Step-3.7-Flash's hub config.json lists its text model's keys at the top level; transformers builds the text model
 # only inside its vision-language class (Step3p7ForConditionalGeneration), from text_config.
 FLAT_TEXT_CONFIGS = ("step3p7",)
@@ -1062,6 +1074,27 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
         if isinstance(item, torch.Tensor):
             totals["state"] += item.numel() * item.element_size()
     return totals
+
+
+def hf_compressed_cache_bytes(config: dict[str, Any], prompt_len: int, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Bytes a DeepSeek-V4 cache holds after a prefill of one sequence, each tensor once: the window's K=V tensor
+    (``keys`` and ``values`` are one storage), every layer's compressed entries, and the pooling buffers and overlap
+    state of windows not yet closed (``buffer_kv``, ``buffer_gate``, ``overlap_kv``, ``overlap_gate``)."""
+    model = _build(config, dtype)
+    prompt = torch.randint(0, _vocab_size(config), (1, prompt_len), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True)
+    cache = _cache_argument(out).popitem()[1]
+    seen, total = set(), 0
+    for layer in cache.layers:
+        tensors = [layer.keys, layer.values]
+        for name in ("compressed_kv", "buffer_kv", "buffer_gate", "overlap_kv", "overlap_gate"):
+            tensors += list((getattr(layer, name, None) or {}).values())
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                seen.add(t.untyped_storage().data_ptr())
+                total += t.numel() * t.element_size()
+    return total
 
 
 if __name__ == "__main__":

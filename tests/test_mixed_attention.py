@@ -5,17 +5,19 @@ tests/test_aiconfigurator_configs.py; here each new piece is checked against a c
 config.json, and against the wrong formula it replaces.
 """
 import json
+from pathlib import Path
 
 import pytest
 
 from roofline import ModelConfig, load_model
-from roofline.compiled import compile_model
+from roofline.compiled import FLOPS_ROW, compile_model
 from roofline.models.config import MODELS_DIR
 from roofline.model import DECODE, Options, parameter_count, phase_ops
 from roofline.symbols import B, S, b_kv
 from roofline.sharding import shard
 
 BF16 = 2.0
+CONFIGS = Path(__file__).parent / "data" / "aiconfigurator_configs"
 
 
 def cache_growth_per_token(config: ModelConfig, context: int) -> float:
@@ -126,3 +128,48 @@ def test_minimax_m3_caches_every_key_and_index_key_the_top_k_does_not_shrink_it(
     config = load_model("minimax-m3")
     assert compile_model(config).kv_cache(1, 1, BF16) == 60 * 2 * 4 * 128 * 2 + 57 * 128 * 2 == 137_472
     assert cache_growth_per_token(config, 100_000) == 137_472
+
+
+def test_deepseek_v4_decode_reads_the_window_the_top_entries_and_every_heavy_entry():
+    # V4-Flash: 2 window layers, 21 compressed sparse (entries of 4 tokens, top 512 read), 20 heavily compressed
+    # (entries of 128, all read); one 512-wide K=V vector per key, window 128; the indexer reads 128-wide entries.
+    for context in (100, 4096, 1 << 20):
+        window = 43 * min(context, 128)
+        picked = 21 * min(context // 4, 512) + 20 * (context // 128)
+        assert decode_read("deepseek-v4-flash", "attention", context) == (window + picked) * 512 * 2
+        assert decode_read("deepseek-v4-flash", "indexer.scores", context) == 21 * (context // 4) * 128 * 2
+
+
+def test_deepseek_v4_pro_caches_about_a_tenth_of_deepseek_v32_s_per_token_at_a_million_tokens():
+    # Per token past the window: V4-Pro's 30 compressed sparse layers keep (512 + 128) / 4 values, its 31 heavily
+    # compressed ones 512 / 128; DeepSeek-V3.2's 61 layers keep 576 latent + 128 index values. DeepSeek reports
+    # "10% of the KV cache" at 1M tokens (its own mix of precisions; both bf16 here: 11.5%).
+    pro = ModelConfig.from_hf_config(json.loads((CONFIGS / "deepseek-ai--DeepSeek-V4-Pro_config.json").read_text()),
+                                     name="v4-pro")
+    def per_token(config):  # averaged over 512 tokens: whole windows of 4 and of 128
+        compiled = compile_model(config)
+        return (compiled.kv_cache(1, (1 << 20) + 512, BF16) - compiled.kv_cache(1, 1 << 20, BF16)) / 512
+    v4, v32 = per_token(pro), per_token(load_model("deepseek-v3.2"))
+    assert v4 == (30 * 640 / 4 + 31 * 512 / 128) * 2 and v32 == 61 * (576 + 128) * 2
+    assert v4 / v32 == pytest.approx(0.115, abs=0.001)
+
+
+def test_deepseek_v4_cache_grows_as_transformers_cache_does():
+    pytest.importorskip("transformers")
+    from hf_reference import TINY_CONFIGS, hf_compressed_cache_bytes
+    config = ModelConfig.from_hf_config(TINY_CONFIGS["deepseek-v4"], name="deepseek-v4")
+    compiled = compile_model(config)
+    for short, long in ((128, 256), (256, 384)):  # whole windows of 4 and 128 tokens: no pooling buffer left open
+        theirs = hf_compressed_cache_bytes(TINY_CONFIGS["deepseek-v4"], long) - hf_compressed_cache_bytes(
+            TINY_CONFIGS["deepseek-v4"], short)
+        assert compiled.kv_cache(1, long, BF16) - compiled.kv_cache(1, short, BF16) == theirs
+
+
+def test_deepseek_v4_prefill_flops_equal_the_flop_counter_past_a_heavy_window():
+    pytest.importorskip("transformers")
+    from hf_reference import TINY_CONFIGS, hf_flops
+    config = ModelConfig.from_hf_config(TINY_CONFIGS["deepseek-v4"], name="deepseek-v4")
+    hf_like = compile_model(config, Options(attention="eager", logits="all"))
+    for phase, step, context in (("prefill", hf_like.prefill, 140), ("decode", hf_like.decode, 141)):
+        ours = float(step(1, context, (4.0,) * 4)[:, FLOPS_ROW].sum())
+        assert ours == hf_flops(TINY_CONFIGS["deepseek-v4"], 1, 140, phase)

@@ -94,6 +94,9 @@ PUBLISHED = [
     ("minimax-m3", "total", 428 * B, 10 * B, "round", (), "https://huggingface.co/MiniMaxAI/MiniMax-M3 model card "
      "(as transcribed by sota.borgcloud.ai): ~428B parameters and ~23B activated parameters"),
     ("minimax-m3", "active", 23 * B, 1 * B, "trunc", (EMBEDDING, HEAD), "the same card"),
+    ("deepseek-v4-flash", "total", 284 * B, 1 * B, "round", (), "https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash "
+     "model card (as transcribed by featherless.ai): 284B total parameters, 13B activated"),
+    ("deepseek-v4-flash", "active", 13 * B, 1 * B, "trunc", (), "the same card"),
 ]
 
 

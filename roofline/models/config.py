@@ -18,14 +18,15 @@ import numpy as np
 
 from ..hardware import DATA_DIR
 # The layer kinds live in roofline.models.layer_kinds (the HF readers share them); the config re-exports them.
-from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
+from .layer_kinds import (ATTENTION_KINDS, CHUNKED, COMPRESSED_SPARSE, HEAVILY_COMPRESSED,  # noqa: F401
+                          DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
                           MAX_DIMENSION, MAX_LAYERS, MIXER_KINDS, MLP_KINDS, MOE, NONE, PARALLEL, QK_NORMS,
                           SHARED_SPARSE, SPARSE, STATE_MIXERS, WIDTH_SEPARATOR, WINDOW, _whole, dense_fraction,
                           dense_of_width, parse_share)
 from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
 from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                         nemotron_nas_fields)
-from .hf_mixed import gemma4_fields, mimo_v2_flash_fields, minimax_m3_fields, step3p7_fields
+from .hf_mixed import deepseek_v4_fields, gemma4_fields, mimo_v2_flash_fields, minimax_m3_fields, step3p7_fields
 from .hub import config_path, is_hub_id
 from ..userfile import parse_json
 
@@ -34,15 +35,13 @@ FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "de
             "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
             "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
             "qwen3_vl_moe_text", "nemotron-nas", "gemma4", "gemma4_text", "mimo_v2_flash", "step3p7", "mimo",
-            "minimax_m3", "minimax_m3_vl", "minimax_m3_vl_text")
+            "minimax_m3", "minimax_m3_vl", "minimax_m3_vl_text", "deepseek_v4", "deepseek_ref")
 # Families whose attention layers are not all one shape: their keys on top of decoder_fields' (hf_mixed.py).
 MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_fields, "step3p7": step3p7_fields,
                   "minimax_m3": minimax_m3_fields, "minimax_m3_vl_text": minimax_m3_fields}
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
-    "deepseek_v4": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
-    "deepseek_ref": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
     "kimi_k3": "Kimi-K3's hybrid linear attention (linear_attn_config) with latent MoE",
 }
 
@@ -122,6 +121,13 @@ class ModelConfig:
     values_are_keys: tuple = ()  # attention kinds without v_proj: V is the projected K (Gemma 4's attention_k_eq_v)
     sink_kinds: tuple = ()  # attention kinds with gpt-oss's sinks where not every layer has them (MiMo-V2-Flash)
     head_gate: bool = False  # Step-3.7: a sigmoid gate per query head (g_proj, D -> N) on the attention output
+    # DeepSeek-V4 (roofline/compressed_ops.py; 0 = not used): tokens per compressed entry of its compressed sparse (Mc)
+    # and heavily compressed (Mh) layers, its hyper-connections' residual streams (Nc), its grouped output projection.
+    compress_sparse: int = 0  # Mc
+    compress_heavy: int = 0  # Mh
+    hc_streams: int = 0  # Nc
+    o_groups: int = 0  # Go
+    o_lora_rank: int = 0  # Ro
     dense_beside_moe: bool = False  # Gemma 4 26B-A4B: a dense MLP and the routed experts side by side on each layer
 
     def __post_init__(self):
@@ -205,8 +211,29 @@ class ModelConfig:
         if (self.attention_shapes or self.values_are_keys or self.head_gate) and self.is_mla:
             raise ValueError(f"model {self.name!r}: per-kind head shapes, K=V and head gates apply to GQA "
                              f"attention, not MLA")
+        self._check_compressed()
         if self.dense_beside_moe and MOE not in self.layer_mlp:
             raise ValueError(f"model {self.name!r}: dense_beside_moe needs MoE layers (the experts beside the MLP)")
+
+    def _check_compressed(self):
+        names = ("compress_sparse", "compress_heavy", "hc_streams", "o_groups", "o_lora_rank")
+        for name in names:
+            value = getattr(self, name)
+            if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
+                                 f"got {value!r}")
+        kinds = set(self.layer_attention)
+        if self.hc_streams and not (self.o_groups and self.o_lora_rank and self.q_lora_rank and self.window
+                                    and not self.is_mla and self.n_heads % self.o_groups == 0):
+            raise ValueError(f"model {self.name!r}: DeepSeek-V4 layers (hc_streams > 0) need o_groups dividing the "
+                             f"heads, o_lora_rank, q_lora_rank and a sliding window > 0")
+        if (COMPRESSED_SPARSE in kinds and not (self.compress_sparse and self.index_heads and self.index_head_dim
+                                                and self.index_topk)) or (HEAVILY_COMPRESSED in kinds
+                                                                          and not self.compress_heavy):
+            raise ValueError(f"model {self.name!r}: compressed layers need their compression ratio (compress_sparse, "
+                             f"compress_heavy) and, for compressed sparse ones, the indexer's heads, dim and top-k")
+        if (kinds & {COMPRESSED_SPARSE, HEAVILY_COMPRESSED}) and not self.hc_streams:
+            raise ValueError(f"model {self.name!r}: compressed attention layers are DeepSeek-V4's; set hc_streams")
 
     @property
     def is_mla(self) -> bool:
@@ -255,7 +282,8 @@ class ModelConfig:
             if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
                 hf, family = language_model(hf, family, name)
             fields = (gpt2_fields(hf, name) if family == "gpt2" else nemotron_nas_fields(hf, name)
-                      if family == "nemotron-nas" else decoder_fields(hf, family, name))
+                      if family == "nemotron-nas" else deepseek_v4_fields(hf, name)
+                      if family in ("deepseek_v4", "deepseek_ref") else decoder_fields(hf, family, name))
             if family in MIXED_FAMILIES:
                 fields.update(MIXED_FAMILIES[family](hf, fields, name))
         return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)

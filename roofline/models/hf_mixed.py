@@ -9,8 +9,8 @@ counted (transformers does not build them into the model, as for DeepSeek-V3).
 """
 from __future__ import annotations
 
-from .hf_config import _bad, _flag, _int_list, _optional, _require
-from .layer_kinds import DENSE, GLOBAL, MOE, SPARSE, WINDOW, share_text
+from .hf_config import _bad, _flag, _int_list, _optional, _require, decoder_fields
+from .layer_kinds import COMPRESSED_SPARSE, DENSE, GLOBAL, HEAVILY_COMPRESSED, MOE, SPARSE, WINDOW, share_text
 
 
 def gemma4_fields(hf: dict, fields: dict, name: str) -> dict:
@@ -154,3 +154,31 @@ def minimax_m3_fields(hf: dict, fields: dict, name: str) -> dict:
         d_expert=_require(hf, "intermediate_size", name),
         shared_expert_width=_optional(hf, "shared_intermediate_size", name, default=3072, minimum=1),
         router_bias=_flag(hf, "use_routing_bias", name, True))
+
+
+V4_LAYER_KINDS = {0: WINDOW, 4: COMPRESSED_SPARSE, 128: HEAVILY_COMPRESSED}  # transformers' _COMPRESS_RATIO_TO_LAYER_TYPE
+
+
+def deepseek_v4_fields(hf: dict, name: str) -> dict:
+    """DeepSeek-V4 (DeepseekV4DecoderLayer; deepseek_ref is sgl-project's copy of the same config): shared-KV MQA of
+    head_dim over a sliding_window, layers by compress_ratios (0: window only; 4: compressed sparse, an indexer of
+    index_n_heads x index_head_dim keeping index_topk entries; 128: heavily compressed), queries through q_lora_rank,
+    output through o_groups of o_lora_rank, attention sinks, hc_mult residual streams, every layer MoE (routed experts
+    of moe_intermediate_size beside n_shared_experts; the first num_hash_layers route by token id)."""
+    fields = decoder_fields({**hf, "intermediate_size": hf.get("moe_intermediate_size")}, "deepseek_v4", name)
+    n_layers = fields["n_layers"]
+    ratios = hf.get("compress_ratios")
+    if not isinstance(ratios, list) or len(ratios) < n_layers or set(ratios[:n_layers]) - set(V4_LAYER_KINDS):
+        raise _bad(name, "compress_ratios", ratios, f"a list of at least {n_layers} values among 0, 4 and 128 (one per "
+                   "layer; a trailing entry is the MTP layer's)")
+    if _optional(hf, "n_shared_experts", name, default=1) != 1 or _optional(hf, "num_key_value_heads", name) != 1:
+        raise _bad(name, "n_shared_experts", hf.get("n_shared_experts"), "1, with num_key_value_heads 1 (DeepSeek-V4)")
+    return dict(
+        fields, window=_require(hf, "sliding_window", name), layer_attention=tuple(V4_LAYER_KINDS[r] for r in ratios[:n_layers]),
+        compress_sparse=4, compress_heavy=128, hc_streams=_require(hf, "hc_mult", name),
+        o_groups=_require(hf, "o_groups", name), o_lora_rank=_require(hf, "o_lora_rank", name),
+        q_lora_rank=_require(hf, "q_lora_rank", name), index_heads=_require(hf, "index_n_heads", name),
+        index_head_dim=_require(hf, "index_head_dim", name), index_topk=_require(hf, "index_topk", name),
+        layer_mlp=(MOE,) * n_layers, n_experts=_require(hf, "n_routed_experts", name),
+        top_k=_require(hf, "num_experts_per_tok", name), d_expert=_require(hf, "moe_intermediate_size", name),
+        n_shared_experts=1, router_bias=True)

@@ -14,7 +14,10 @@ CHUNKED = "chunked"  # Llama 4: a query sees only the keys of its own chunk of `
 # DeepSeek Sparse Attention (V3.2, GLM-5): a lightning indexer scores every cached key, attention reads the
 # top index_topk of them; a SHARED_SPARSE layer reuses the previous indexer's choice (GLM-5.2: no indexer).
 SPARSE, SHARED_SPARSE = "sparse", "sparse_shared"
-ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE)
+# DeepSeek-V4: a sliding window plus compressed entries, one per Mc source tokens of which an indexer picks the top
+# Kt (compressed sparse), or one per Mh tokens, all read (heavily compressed); roofline/compressed_ops.py.
+COMPRESSED_SPARSE, HEAVILY_COMPRESSED = "compressed_sparse", "heavily_compressed"
+ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE, COMPRESSED_SPARSE, HEAVILY_COMPRESSED)
 # Norm of queries and keys: none, RMSNorm per head (weight H), weightless L2 per head, or one RMSNorm over all
 # heads at once (MiniMax-M2's qk_norm_type "per_layer": weights N*H and K*H).
 # "rms_v": Gemma 4's per-head RMSNorm on q and k plus a weightless one on v.
