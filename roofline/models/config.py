@@ -42,7 +42,8 @@ MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_f
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
-    "kimi_k3": "Kimi-K3's hybrid linear attention (linear_attn_config) with latent MoE",
+    "kimi_k3": "Kimi-K3's Kimi Delta Attention layers (linear_attn_config.kda_layers: a delta rule with a per-channel "
+               "decay gate) and block attention residuals (attn_res_block_size), neither built by transformers 5.24",
 }
 
 
