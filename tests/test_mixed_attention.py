@@ -173,3 +173,14 @@ def test_deepseek_v4_prefill_flops_equal_the_flop_counter_past_a_heavy_window():
     for phase, step, context in (("prefill", hf_like.prefill, 140), ("decode", hf_like.decode, 141)):
         ours = float(step(1, context, (4.0,) * 4)[:, FLOPS_ROW].sum())
         assert ours == hf_flops(TINY_CONFIGS["deepseek-v4"], 1, 140, phase)
+
+
+def test_a_deepseek_v4_shard_keeps_whole_output_groups_and_replicates_the_one_kv_head():
+    config = load_model("deepseek-v4-flash")  # 64 heads in 8 output groups of rank 1024; one 512-wide K=V head
+    at_tp8 = shard(config, 8)
+    assert (at_tp8.n_heads, at_tp8.o_groups, at_tp8.n_kv_heads) == (8, 1, 1)
+    o_b = next(p for p in phase_ops(at_tp8, Options(), DECODE) if p.op.name == "o_b_proj")
+    assert o_b.op.params == 1 * 1024 * 4096  # an eighth of the 8 x 1024 x 4096 projection
+    assert compile_model(at_tp8).kv_cache(1, 1 << 16, BF16) == compile_model(config).kv_cache(1, 1 << 16, BF16)
+    with pytest.raises(ValueError, match="tp: 16 does not divide the 8 output-projection groups"):
+        shard(config, 16)
