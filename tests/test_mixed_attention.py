@@ -13,7 +13,7 @@ from roofline import ModelConfig, load_model
 from roofline.compiled import FLOPS_ROW, compile_model
 from roofline.models.config import MODELS_DIR
 from roofline.model import DECODE, Options, parameter_count, phase_ops
-from roofline.symbols import B, S, b_kv
+from roofline.symbols import B, S, b_e, b_kv, b_w
 from roofline.sharding import shard
 
 BF16 = 2.0
@@ -184,3 +184,15 @@ def test_a_deepseek_v4_shard_keeps_whole_output_groups_and_replicates_the_one_kv
     assert compile_model(at_tp8).kv_cache(1, 1 << 16, BF16) == compile_model(config).kv_cache(1, 1 << 16, BF16)
     with pytest.raises(ValueError, match="tp: 16 does not divide the 8 output-projection groups"):
         shard(config, 16)
+
+
+def test_deepseek_v4_s_kv_read_equals_its_weight_read_past_both_caps_at_the_solved_context():
+    from roofline.derivations import kv_equals_weights_context
+    config = load_model("deepseek-v4-flash")
+    _, context = kv_equals_weights_context(config)
+    assert context > 4 * 512  # past the window (128) and the top-k's cap (512 entries of 4 tokens)
+    placed = phase_ops(config, Options(), DECODE)
+    grows = 21 * 128 / 4 + 20 * 512 / 128  # index entries (128 wide, 1 per 4 tokens) and heavy entries, per token
+    flat = (43 * 128 + 21 * 512) * 512  # the window ring and the top 512 entries, each 512 wide
+    weights = float(sum(p.op.cost.weights * p.count for p in placed).subs({B: 1, b_w: 2, b_e: 2}))
+    assert (flat + grows * context) * 2 == pytest.approx(weights, rel=1e-9)
