@@ -5,6 +5,8 @@ only the number. Source: Stanford CS336 lecture 10 (inference), after the scalin
 """
 from __future__ import annotations
 
+import itertools
+
 import sympy as sp
 
 from . import ops as o
@@ -105,15 +107,27 @@ def kv_equals_weights_context(config: ModelConfig, precision: Precision = Precis
     if precision.experts is None:  # the routed experts are b_w wide too: the expression in b_w alone
         weights = weights.xreplace({b_e: b_w})
     widths = dict(zip(BYTE_WIDTHS, precision.byte_widths))
-    # Window layers read min(S, W) keys: solve on each side of the window and keep the consistent root.
-    windows = {m for m in kv_read.atoms(sp.Min)}
-    for piece in ("below", "above"):
-        equation = sp.Eq(kv_read.xreplace({m: (S if piece == "below" else m.args[0]) for m in windows}), weights)
-        for expr in sp.solve(equation, S):
+    # DeepSeek-V4's compressed entries, floor(S/m), taken over whole windows (S/m): the closed form needs no floor.
+    kv_read = kv_read.replace(sp.floor, lambda inner: inner)
+    # A capped read (a window's min(S, W) keys, a top-k's min(S/m, Kt) entries) grows below its cap and is flat
+    # above it: solve each combination of sides and keep the root that lies on the sides it assumed.
+    caps = sorted(kv_read.atoms(sp.Min), key=sp.default_sort_key)
+    for sides in itertools.product(("below", "above"), repeat=len(caps)):
+        pieces = {m: _capped(m)[0 if side == "below" else 1] for m, side in zip(caps, sides)}
+        for expr in sp.solve(sp.Eq(kv_read.xreplace(pieces), weights), S):
             value = float(expr.xreplace(widths))
-            if value > 0 and all((value <= m.args[0]) == (piece == "below") for m in windows):
+            if value > 0 and all((float(_capped(m)[0].xreplace({S: value})) <= float(_capped(m)[1])) == (side == "below")
+                                 for m, side in zip(caps, sides)):
                 return expr, value
     return sp.nan, float("nan")
+
+
+def _capped(cap: sp.Min) -> tuple[sp.Expr, sp.Expr]:
+    """min(growing, limit): the argument that grows with S, and the one that does not."""
+    growing, fixed = [a for a in cap.args if a.has(S)], [a for a in cap.args if not a.has(S)]
+    if len(growing) != 1 or len(fixed) != 1:
+        raise ValueError(f"kv read: {cap} is not min(a read growing with S, a cap); the closed form does not cover it")
+    return growing[0], fixed[0]
 
 
 def state_decode_intensity() -> dict[str, sp.Expr]:

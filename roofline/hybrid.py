@@ -32,3 +32,10 @@ def output_gate_ops() -> list[Op]:
     n = tokens()
     return [linear("attn_gate", D, N * H),                                           # G = X (n,D) @ W_g (D, NH)
             Op("attn_gate.apply", Cost(act_read=2 * b_a * n * N * H, act_write=b_a * n * N * H))]
+
+
+def head_gate_ops() -> list[Op]:
+    """Step-3.7's head-wise gated attention: g (n, N) = X @ W_g (D, N); O (n, N, H) *= sigmoid(g) before o_proj."""
+    n = tokens()
+    return [linear("attn_gate", D, N),
+            Op("attn_gate.apply", Cost(act_read=b_a * n * (N * H + N), act_write=b_a * n * N * H))]

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import ops as o
-from . import hybrid, sparse_ops
+from . import compressed_ops, hybrid, sparse_ops
 from .models.config import (CHUNKED, MAMBA2, MOE, NONE, PARALLEL, SHARED_SPARSE, SPARSE, STATE_MIXERS, WINDOW, ModelConfig,
-                            dense_fraction)
+                            dense_fraction, parse_share)
 from .cost import Cost
-from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, k
-from .symbols import Di, Dl, Fs, G, Hi, Kc, Kt, Nh, Ni, Ns, Q, Rdt, b_s
+from .symbols import B, C, Cq, D, E, Es, F, Fe, H, Hn, Hv, K, L, N, P, R, S, T, V, W, Wc, b_kv, b_w, k
+from .symbols import Di, Dl, Fs, G, Go, Hi, Kc, Kt, Mc, Mh, Nc, Nh, Ni, Ns, Q, Rdt, Ro, b_s
 
 PREFILL, DECODE = "prefill", "decode"
 QUERIES = "queries"  # a step of T query tokens per sequence, T left free (speculative verification, chunks)
@@ -93,19 +93,23 @@ def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Opt
     """A layer's ops: input norm and mixer (attention, a constant-state mixer, both, or none), then
     norm and MLP (dense, MoE or none: Nemotron-H's layers are one or the other)."""
     ops = [] if attention_kind == NONE else [o.norm("attn_norm", D, cfg.layer_norm)]
+    if cfg.hc_streams:  # DeepSeek-V4: the residual streams mixed into one block input
+        ops = compressed_ops.hyper_connection("attn_hc") + ops
     if attention_kind in STATE_MIXERS and attention_kind != PARALLEL:
         ops += hybrid.state_mixer_ops(cfg, attention_kind)
     elif attention_kind != NONE:
         ops += attention_ops(cfg, attention_kind, options, phase)
     if mlp_kind != NONE:
-        ops += mlp_ops(cfg, mlp_kind)
+        ops += (compressed_ops.hyper_connection("ffn_hc") if cfg.hc_streams else []) + mlp_ops(cfg, mlp_kind)
     return ops
 
 
 def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase: str) -> list[o.Op]:
     window = attention_kind == WINDOW
     ops = []
-    if cfg.is_mla:
+    if cfg.hc_streams:  # DeepSeek-V4: shared-KV MQA over a window and compressed entries
+        ops += compressed_ops.v4_attention(attention_kind, options.attention)
+    elif cfg.is_mla:
         form = options.mla_form if phase != PREFILL or options.mla_form == "expanded" else "naive"
         sparse = attention_kind in (SPARSE, SHARED_SPARSE)
         ops += o.mla_block(form, options.attention, q_lora=cfg.q_lora_rank > 0, window=window, sparse=sparse)
@@ -113,10 +117,17 @@ def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase
             ops[-1:-1] = sparse_ops.lightning_indexer(options.attention)
     else:
         ops += o.mha_block(window, options.attention, cfg.qkv_bias, cfg.out_bias, cfg.cla_factor,
-                           chunked=attention_kind == CHUNKED)
+                           chunked=attention_kind == CHUNKED, v_dim=Hv if cfg.v_head_dim else H,
+                           values_are_keys=attention_kind in cfg.values_are_keys,
+                           sparse=attention_kind in (SPARSE, SHARED_SPARSE))
+        if attention_kind == SPARSE:  # MiniMax-M3: its own block indexer picks each KV head's keys
+            ops[-1:-1] = sparse_ops.block_indexer(options.attention)
         if cfg.attn_output_gate:
             ops[-1:-1] = hybrid.output_gate_ops()  # before o_proj
+        if cfg.head_gate:
+            ops[-1:-1] = hybrid.head_gate_ops()
         ops += attention_extras(cfg, attention_kind)
+        ops = reshaped(ops, dict((kind, shares) for kind, *shares in cfg.attention_shapes).get(attention_kind))
     if attention_kind == PARALLEL:  # Falcon-H1: Mamba-2 on the same normed input, outputs summed
         ops += hybrid.state_mixer_ops(cfg, MAMBA2)
     if cfg.norms_per_layer == 4:
@@ -124,9 +135,22 @@ def attention_ops(cfg: ModelConfig, attention_kind: str, options: Options, phase
     return ops
 
 
+def reshaped(ops: list[o.Op], shares) -> list[o.Op]:
+    """A layer kind's attention ops in its own head shape: N, K, H (and Hv) times their shares of the base
+    (attention_shapes). A KV-head count below one is a replicated head (tensor parallelism beyond K): one."""
+    if not shares:
+        return ops
+    heads, kv_heads, width = (sp.Rational(share.numerator, share.denominator) for share in map(parse_share, shares))
+    values = {N: N * heads, K: K * kv_heads if kv_heads >= 1 else sp.Max(K * kv_heads, 1), H: H * width, Hv: Hv * width}
+    bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
+    return [o.Op(op.name, op.cost.map(bind), bind(op.params), op.matmul, bind(op.state)) for op in ops]
+
+
 def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
     ops = [o.norm("mlp_norm", D, cfg.layer_norm)]
-    if mlp_kind == MOE:
+    if mlp_kind == MOE and cfg.dense_beside_moe:
+        ops += o.gated_mlp() + dense_beside_moe_ops()
+    elif mlp_kind == MOE:
         ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias,
                            router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias,
                            gated=cfg.gated_mlp, latent=cfg.moe_latent > 0)
@@ -156,9 +180,21 @@ def attention_extras(cfg: ModelConfig, attention_kind: str) -> list[o.Op]:
         ops += [o.head_norm("q_norm", N, weighted), o.head_norm("k_norm", K, weighted)]
     if cfg.qk_norm == "rms_all":  # MiniMax-M2: one RMSNorm over all heads' queries (N*H), one over all keys (K*H)
         ops += [o.norm("q_norm", N * H), o.norm("k_norm", K * H)]
-    if cfg.attention_sinks:
+    if cfg.qk_norm == "rms_v":  # Gemma 4: q and k RMSNorm per head, v a weightless RMSNorm per head
+        ops += [o.head_norm("q_norm", N), o.head_norm("k_norm", K), o.head_norm("v_norm", K, weighted=False)]
+    if cfg.attention_sinks or attention_kind in cfg.sink_kinds:
         ops.append(o.attention_sinks())
     return ops
+
+
+def dense_beside_moe_ops() -> list[o.Op]:
+    """Gemma 4's MoE block, beside its dense MLP on the same normed residual: the MLP's output normed, the experts'
+    input and output normed, the router's input RMS-normed without weight, then scaled by D weights, and each chosen
+    expert's weight scaled by its own (E). The router's softmax and top-k are elementwise."""
+    n = o.tokens()
+    return ([o.norm("mlp.post_norm", D), o.norm("moe.pre_norm", D), o.elementwise("router.norm", n * D, n * D),
+             o.Op("router.scales", Cost(weights=b_w * (D + E)), D + E)]
+            + o.moe_block(shared=False) + [o.norm("moe.post_norm", D)])
 
 
 def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECODE) -> list[PlacedOp]:
@@ -171,6 +207,8 @@ def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DE
         for op in layer_ops(cfg, attention_kind, mlp_kind, options, phase):
             placed.append(PlacedOp(group, op, count, attention_kind == WINDOW, attention_kind == CHUNKED))
     logits_tokens = B * T if options.logits == "all" else B
+    if cfg.hc_streams:
+        placed.append(PlacedOp("head", compressed_ops.hyper_head(), 1))
     placed += [PlacedOp("head", o.norm("final_norm", D, cfg.layer_norm), 1),
                PlacedOp("head", o.lm_head(cfg.tied_embeddings, logits_tokens), 1)]
     return placed
@@ -186,7 +224,8 @@ def dimensions(cfg: ModelConfig) -> dict:
             Di: cfg.ssm_inner or 1, Ns: cfg.ssm_state or 1, Nh: cfg.ssm_heads or 1, G: cfg.ssm_groups or 1,
             Kc: cfg.conv_kernel or 1, Rdt: cfg.dt_rank or 1, Q: cfg.ssm_chunk or 1, b_s: cfg.state_bytes or b_kv,
             Fs: cfg.shared_expert_width or 1, Ni: cfg.index_heads or 1, Hi: cfg.index_head_dim or 1,
-            Kt: cfg.index_topk or 1, Dl: cfg.moe_latent or 1}
+            Kt: cfg.index_topk or 1, Dl: cfg.moe_latent or 1, Mc: cfg.compress_sparse or 1,
+            Mh: cfg.compress_heavy or 1, Nc: cfg.hc_streams or 1, Go: cfg.o_groups or 1, Ro: cfg.o_lora_rank or 1}
 
 
 def phase_substitution(phase: str) -> dict:

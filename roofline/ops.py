@@ -151,16 +151,23 @@ def attention(name, qk_dim, v_dim, kv_bytes_per_key, window=False, impl="flash",
     ), ZERO, ATTENTION_MATMUL)
 
 
-def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1, chunked=False) -> list[Op]:
+def mha_block(window=False, impl="flash", qkv_bias=False, out_bias=False, cla=1, chunked=False, v_dim=H,
+              values_are_keys=False, sparse=False) -> list[Op]:
     """MHA/GQA/MQA: fused QKV projection, attention over the KV cache, output projection.
 
-    With cross-layer sharing (cla > 1) only one layer in `cla` projects and stores K, V.
+    With cross-layer sharing (cla > 1) only one layer in `cla` projects and stores K, V. v_dim: the value heads'
+    width when it is not H (MiMo-V2-Flash: 128 beside 192). values_are_keys: no V projection, V is the projected K
+    (normed without rope), still stored beside K (Gemma 4's global layers, attention_k_eq_v). sparse: each KV head's
+    queries read only their indexer's top Kt keys (MiniMax-M3's block-sparse layers, sparse_ops.block_indexer).
     """
-    kv_width = 2 * K * H / cla
-    return [
-        linear("qkv_proj", D, N * H + kv_width, bias=qkv_bias, kv_out=kv_width),  # Q,K,V = X @ W_qkv
-        attention("attention", H, H, 2 * K * H * b_kv, window, impl, chunked=chunked),
-        linear("o_proj", N * H, D, bias=out_bias),                               # X = O @ W_o
+    kv_width = K * (H + v_dim) / cla
+    projected = K * H / cla if values_are_keys else kv_width
+    ops = [linear("qkv_proj", D, N * H + projected, bias=qkv_bias, kv_out=projected)]  # Q,K,V = X @ W_qkv
+    if values_are_keys:  # V (n, K*H) = norm(K): read K, write the second copy into the cache
+        ops.append(Op("v_store", Cost(act_read=b_a * tokens() * K * H / cla, kv_write=b_kv * tokens() * K * H / cla)))
+    return ops + [
+        attention("attention", H, v_dim, K * (H + v_dim) * b_kv, window, impl, chunked=chunked, sparse=sparse),
+        linear("o_proj", N * v_dim, D, bias=out_bias),                            # X = O @ W_o
     ]
 
 

@@ -51,13 +51,17 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     if config.has_kv_heads and (k % tp if tp <= k else tp % k):
         raise ValueError(f"tp: {tp} and the {k} KV heads of {config.name!r} must divide one another "
                          "(KV heads are split when tp <= K and replicated evenly when tp > K)")
+    if config.o_groups and config.o_groups % tp:
+        raise ValueError(f"tp: {tp} does not divide the {config.o_groups} output-projection groups of {config.name!r} "
+                         "(each GPU keeps whole groups of heads)")
     if tp == 1:
         return config
     heads = n // tp
     kv_heads = max(k // tp, 1) if config.has_kv_heads else heads
     return replace(config, name=f"{config.name}/tp{tp}", n_heads=heads, n_kv_heads=kv_heads,
                    d_ff=math.ceil(config.d_ff / tp), vocab_size=math.ceil(config.vocab_size / tp),
-                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0, **_state_shard(config, tp))
+                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0, o_groups=config.o_groups // tp,
+                   **_state_shard(config, tp))
 
 
 def _state_shard(config: ModelConfig, tp: int) -> dict:

@@ -6,6 +6,8 @@ and attention then reads only the top Kt keys (ops.sparse_keys). The indexer kee
 token per layer (its own cache, growing with S); its queries come from MLA's query latent (Cq wide).
 Source: DeepSeek-V3.2-Exp technical report (DSA), transformers' DeepseekV32Indexer / GlmMoeDsaIndexer.
 The index keys are priced at b_kv (DeepSeek's kernels store them in FP8 with a scale: set --kv fp8).
+MiniMax-M3 puts a variant on GQA attention (`block_indexer`): its queries come from the hidden state, and each of
+its Ni heads (one per KV head) keeps the top blocks of keys for its own query group.
 """
 from __future__ import annotations
 
@@ -38,4 +40,25 @@ def lightning_indexer(impl: str = "flash") -> list[Op]:
             kv_read=b_kv * B * S * Hi,                        # read every cached index key
         ), sp.Integer(0), ATTENTION_MATMUL),
         elementwise("indexer.topk", B * pairs, n * Kt),       # read I, write each query's Kt key indices
+    ]
+
+
+def block_indexer(impl: str = "flash") -> list[Op]:
+    """MiniMax-M3's indexer (MiniMaxM3VLIndexer, transformers 5.24): Ni heads of Hi score every cached key, max-pool the
+    scores over blocks of keys, and each head keeps the top blocks (Kt keys: index_topk_blocks x index_block_size, the
+    query's own block among them) for its KV head's query group. No weights_proj and no value path: selection only."""
+    n = tokens()
+    pairs = index_pairs(impl)
+    return [
+        linear("indexer.q_proj", D, Ni * Hi),                 # q_I (n, Ni*Hi) = X (n, D) @ W_qI (D, Ni*Hi)
+        norm("indexer.q_norm", Hi, n=n * Ni),                 # RMSNorm of each head's q_I (one Hi-wide weight)
+        linear("indexer.k_proj", D, Hi, kv_out=Hi),           # k_I (n, Hi) = X (n, D) @ W_kI (D, Hi), into its cache
+        norm("indexer.k_norm", Hi),                           # RMSNorm(k_I)
+        Op("indexer.scores", Cost(
+            flops=2 * B * Ni * pairs * Hi,                    # q_I (B,Ni,T,Hi) @ k_I^T (B,Hi,S)
+            act_read=b_a * B * T * Ni * Hi,                   # read q_I
+            act_write=b_a * B * Ni * pairs,                   # write each head's scores (B,Ni,T,S)
+            kv_read=b_kv * B * S * Hi,                        # read every cached index key
+        ), sp.Integer(0), ATTENTION_MATMUL),
+        elementwise("indexer.topk", B * Ni * pairs, n * Ni * Kt),  # block max-pool and top-k, per head
     ]

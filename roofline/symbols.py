@@ -34,6 +34,9 @@
 | Ni, Hi | DeepSeek Sparse Attention: the lightning indexer's heads and head dim  |
 | Kt     | keys a DSA query's attention reads: the indexer's top-k (2048)         |
 | Dl     | latent width the routed experts run in (Nemotron-3 Super/Ultra's latent MoE) |
+| Mc, Mh | DeepSeek-V4: source tokens per compressed entry of its sparse (4) and heavily compressed (128) layers |
+| Nc     | DeepSeek-V4: residual streams of its hyper-connections (hc_mult)        |
+| Go, Ro | DeepSeek-V4: groups of its output projection and each group's rank (o_groups, o_lora_rank) |
 """
 import sympy as sp
 
@@ -55,6 +58,7 @@ b_s = sp.symbols("b_s", positive=True)
 Fs = sp.symbols("F_s", positive=True)
 Ni, Hi, Kt = sp.symbols("N_i H_i K_t", positive=True)  # DeepSeek Sparse Attention (sparse_ops.lightning_indexer)
 Dl = sp.symbols("D_l", positive=True)  # latent MoE: the experts' input and output width
+Mc, Mh, Nc, Go, Ro = sp.symbols("M_c M_h N_c G_o R_o", positive=True)  # DeepSeek-V4 (compressed_ops)
 
 # Arguments of every compiled evaluator, in this order.
 WORKLOAD = (B, S, T)

@@ -615,6 +615,59 @@ TINY_CONFIGS["minimax"] = {
     "tie_word_embeddings": False,
 }
 
+# Late-2026 families with attention layers of two shapes (roofline/models/hf_mixed.py). Dims chosen so that the
+# global and sliding layers differ in KV heads and head width, values in width from keys, and the window (8) binds.
+TINY_CONFIGS["gemma4-moe"] = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    "model_type": "gemma4_text", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 4, "head_dim": 16, "global_head_dim": 24, "num_global_key_value_heads": 2,
+    "attention_k_eq_v": True, "intermediate_size": 96, "vocab_size": 211, "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    "enable_moe_block": True, "num_experts": 5, "top_k_experts": 2, "moe_intermediate_size": 40,
+    "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "tie_word_embeddings": True,
+    "max_position_embeddings": 256}}
+TINY_CONFIGS["gemma4-dense"] = {"model_type": "gemma4", "tie_word_embeddings": True, "text_config": {
+    **TINY_CONFIGS["gemma4-moe"]["text_config"], "attention_k_eq_v": False, "enable_moe_block": False,
+    "num_experts": None, "top_k_experts": None, "moe_intermediate_size": None, "num_global_key_value_heads": None}}
+TINY_CONFIGS["mimo-v2-flash"] = {
+    "model_type": "mimo_v2_flash", "hidden_size": 64, "num_hidden_layers": 5, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 24, "v_head_dim": 16, "swa_num_attention_heads": 4,
+    "swa_num_key_value_heads": 2, "swa_head_dim": 24, "swa_v_head_dim": 16, "hybrid_layer_pattern": [0, 1, 1, 0, 1],
+    "moe_layer_freq": [0, 1, 1, 1, 1], "sliding_window": 7, "sliding_window_size": 7, "intermediate_size": 96,
+    "moe_intermediate_size": 40, "n_routed_experts": 6, "n_shared_experts": None, "num_experts_per_tok": 2,
+    "vocab_size": 199, "add_swa_attention_sink_bias": True, "add_full_attention_sink_bias": False,
+    "tie_word_embeddings": False, "max_position_embeddings": 256}
+TINY_CONFIGS["step3p7"] = {
+    "model_type": "step3p7", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "num_sliding_attention_heads": 6, "head_dim": 24, "vocab_size": 203,
+    "intermediate_size": 96, "sliding_window": 8,
+    "layer_types": ["full_attention", "sliding_attention", "sliding_attention", "full_attention"],
+    "moe_layers_enum": "1,2,3", "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40,
+    "share_expert_dim": 56, "n_shared_experts": 1, "max_position_embeddings": 256,
+    "vision_config": {"width": 32, "layers": 1, "heads": 2, "image_size": 28, "patch_size": 14}}
+
+# MiniMax-M3: dense attention on layer 0, block-sparse (blocks of 4, top 2: 8 keys) on the others, an index head
+# per KV head; dense MLP first, then experts beside a shared expert of its own width.
+TINY_CONFIGS["minimax-m3"] = {
+    "model_type": "minimax_m3", "hidden_size": 64, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 40, "dense_intermediate_size": 96,
+    "shared_intermediate_size": 56, "n_shared_experts": 1, "num_local_experts": 6, "num_experts_per_tok": 2,
+    "moe_layer_freq": [0, 1, 1], "vocab_size": 207, "rotary_dim": 8, "partial_rotary_factor": 0.5,
+    "qk_norm_type": "per_head", "use_qk_norm": True, "tie_word_embeddings": False, "max_position_embeddings": 256,
+    "bos_token_id": 1, "eos_token_id": 2,
+    "sparse_attention_config": {"use_sparse_attention": True, "sparse_attention_freq": [0, 1, 1],
+                                "sparse_block_size": 4, "sparse_topk_blocks": 2, "sparse_num_index_heads": 2,
+                                "sparse_index_dim": 12, "sparse_local_block": 1}}
+
+# DeepSeek-V4: a window layer, a compressed sparse one (entries of 4 tokens, top 5 kept) and a heavily compressed one
+# (entries of 128 tokens: a prompt past 128 gives it entries), 2 residual streams, 2 output groups.
+TINY_CONFIGS["deepseek-v4"] = {
+    "model_type": "deepseek_v4", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+    "num_key_value_heads": 1, "head_dim": 32, "qk_rope_head_dim": 8, "q_lora_rank": 24, "o_groups": 2,
+    "o_lora_rank": 16, "index_n_heads": 3, "index_head_dim": 16, "index_topk": 5, "sliding_window": 8, "hc_mult": 2,
+    "n_routed_experts": 6, "num_experts_per_tok": 2, "moe_intermediate_size": 40, "n_shared_experts": 1,
+    "num_hash_layers": 1, "vocab_size": 211, "compress_ratios": [0, 4, 128, 4], "max_position_embeddings": 1024,
+    "tie_word_embeddings": False, "bos_token_id": 0, "eos_token_id": 1}
+
 # Keys dropped before building a config. Each is metadata that does not change the
 # architecture the installed transformers builds:
 #   auto_map            -- points at remote "modeling_deepseek.py" code on the Hub; the
@@ -648,6 +701,13 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
     """
     kw = copy.deepcopy(dict(language_model_config(config)))
     model_type = kw.pop("model_type")
+    if model_type in FLAT_TEXT_CONFIGS and "text_config" not in kw:  # the hub file is the text model's keys
+        kw = {"vision_config": kw.pop("vision_config", None), "text_config": kw}
+    if model_type == "mimo_v2_flash":  # the hub file's per-layer lists, in transformers' spelling (it reads only these)
+        if "hybrid_layer_pattern" in kw:
+            kw["layer_types"] = ["sliding_attention" if p else "full_attention" for p in kw.pop("hybrid_layer_pattern")]
+        if isinstance(kw.get("moe_layer_freq"), list):
+            kw["mlp_layer_types"] = ["sparse" if m else "dense" for m in kw.pop("moe_layer_freq")]
     if model_type == "minimax_m1":  # MiniMax's remote-code config: transformers' minimax is the same architecture
         model_type = "minimax"
         kw["layer_types"] = ["full_attention" if t else "linear_attention" for t in kw.pop("attn_type_list")]
@@ -663,10 +723,19 @@ def _hf_config(config: dict[str, Any], *, experts_implementation: str = "eager")
 # Gemma3ForCausalLM / Llama4ForCausalLM (the vision tower is not counted). Kimi K2 ships DeepSeek-V3's
 # modeling code (architectures: DeepseekV3ForCausalLM) under model_type "kimi_k2", which transformers 5.23
 # does not register: it is built as deepseek_v3.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "kimi_k25": "kimi_k2",
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3_vl_text",
+                  "llama4": "llama4_text", "kimi_k25": "kimi_k2",
                   "qwen3_vl": "qwen3_vl_text", "qwen3_vl_moe": "qwen3_vl_moe_text", "qwen3_5": "qwen3_5_text",
                   "qwen3_5_moe": "qwen3_5_moe_text"}
-MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3"}
+# MiMo-7B's remote code (XiaomiMiMo/MiMo-7B-Base modeling_mimo.py) is transformers' Qwen2 decoder plus MTP layers,
+# which are built for training only: its decoder is transformers' qwen2 (Megatron-Bridge's MimoBridge extends Qwen2's).
+# MiniMax-M3's hub file (model_type minimax_m3, remote code) is the text model transformers ships as minimax_m3_vl_text.
+# sgl-project's DeepSeek-V4 FP8 configs name the same architecture deepseek_ref.
+MODEL_TYPE_ALIASES = {"kimi_k2": "deepseek_v3", "mimo": "qwen2", "minimax_m3": "minimax_m3_vl_text",
+                      "deepseek_ref": "deepseek_v4"}
+# Step-3.7-Flash's hub config.json lists its text model's keys at the top level; transformers builds the text model
+# only inside its vision-language class (Step3p7ForConditionalGeneration), from text_config.
+FLAT_TEXT_CONFIGS = ("step3p7",)
 
 
 def language_model_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -688,8 +757,10 @@ def _build(
 ) -> torch.nn.Module:
     cfg = _hf_config(config, experts_implementation=experts_implementation)
     torch.manual_seed(0)
+    builder = (transformers.AutoModelForImageTextToText if cfg.model_type in FLAT_TEXT_CONFIGS
+               else AutoModelForCausalLM)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(
+        model = builder.from_config(
             cfg,
             dtype=dtype,
             attn_implementation="eager",
@@ -711,20 +782,23 @@ def _experts_impl(experts_implementation: str | None, device: str | torch.device
 
 
 def _vocab_size(config: dict[str, Any]) -> int:
-    return int(_hf_config(config).vocab_size)  # the class default where the file leaves it out (gemma3)
+    return int(_hf_config(config).get_text_config().vocab_size)  # the class default where the file leaves it out (gemma3)
 
 
 # Vision-language configs (issue 25): transformers builds the whole model (AutoModelForImageTextToText); its
 # language model and LM head are counted, its vision tower and projector are not (we price text decode).
-VISION_LANGUAGE = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25")
-VISION_PARTS = ("visual", "vision_tower", "mm_projector", "multi_modal_projector")
+VISION_LANGUAGE = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "kimi_k25", "step3p7")
+VISION_PARTS = ("visual", "vision_tower", "vision_model", "mm_projector", "multi_modal_projector")
 
 
 def hf_text_tower_parameter_count(config: dict[str, Any]) -> int:
     """Parameters of a vision-language model's text tower: every parameter of the full transformers model
     (meta device, tied weights once) outside its vision encoder and projector."""
     kw = {k: v for k, v in copy.deepcopy(config).items() if k not in _DROP_KEYS and k != "architectures"}
-    cfg = AutoConfig.for_model(kw.pop("model_type"), **kw)
+    model_type = kw.pop("model_type")
+    if model_type in FLAT_TEXT_CONFIGS and "text_config" not in kw:
+        kw = {"text_config": kw}
+    cfg = AutoConfig.for_model(model_type, **kw)
     with torch.device("meta"):
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
     return int(sum(p.numel() for name, p in model.named_parameters()
@@ -918,7 +992,7 @@ def _cache_tensors(cache: Any) -> list[torch.Tensor]:
     tensors: list[torch.Tensor] = []
     if hasattr(cache, "layers"):  # transformers >= 4.56: Cache.layers[i].keys / .values
         for layer in cache.layers:  # linear-attention layers: .conv_states / .recurrent_states (lists)
-            for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
+            for name in ("keys", "values", "indexer_keys", "idx_keys", "conv_states", "recurrent_states"):
                 t = getattr(layer, name, None)
                 for item in _tensors_of(t):
                     if isinstance(item, torch.Tensor):
@@ -990,16 +1064,37 @@ def hf_cache_bytes(config: dict[str, Any], batch: int, prompt_len: int, dtype: t
     cache = _cache_argument(out).popitem()[1]
     totals = {"kv": 0, "state": 0}
     for layer in cache.layers:
-        for name in ("keys", "values", "indexer_keys", "conv_states", "recurrent_states"):
+        for name in ("keys", "values", "indexer_keys", "idx_keys", "conv_states", "recurrent_states"):
             t = getattr(layer, name, None)
             for item in _tensors_of(t):
                 if isinstance(item, torch.Tensor):
-                    kind = "kv" if name in ("keys", "values", "indexer_keys") else "state"
+                    kind = "kv" if name in ("keys", "values", "indexer_keys", "idx_keys") else "state"
                     totals[kind] += item.numel() * item.element_size()
     for item in getattr(cache, "linear_cache", []):  # MiniMaxCache: one (B, heads, head_dim, head_dim) per layer
         if isinstance(item, torch.Tensor):
             totals["state"] += item.numel() * item.element_size()
     return totals
+
+
+def hf_compressed_cache_bytes(config: dict[str, Any], prompt_len: int, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Bytes a DeepSeek-V4 cache holds after a prefill of one sequence, each tensor once: the window's K=V tensor
+    (``keys`` and ``values`` are one storage), every layer's compressed entries, and the pooling buffers and overlap
+    state of windows not yet closed (``buffer_kv``, ``buffer_gate``, ``overlap_kv``, ``overlap_gate``)."""
+    model = _build(config, dtype)
+    prompt = torch.randint(0, _vocab_size(config), (1, prompt_len), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True)
+    cache = _cache_argument(out).popitem()[1]
+    seen, total = set(), 0
+    for layer in cache.layers:
+        tensors = [layer.keys, layer.values]
+        for name in ("compressed_kv", "buffer_kv", "buffer_gate", "overlap_kv", "overlap_gate"):
+            tensors += list((getattr(layer, name, None) or {}).values())
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+                seen.add(t.untyped_storage().data_ptr())
+                total += t.numel() * t.element_size()
+    return total
 
 
 if __name__ == "__main__":

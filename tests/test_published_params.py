@@ -76,6 +76,27 @@ PUBLISHED = [
     ("qwen3-235b-a22b", "total", 235 * B, 1 * B, "trunc", (), "https://huggingface.co/Qwen/Qwen3-235B-A22B model "
      "card: 235B in total, 22B activated"),
     ("qwen3-235b-a22b", "active", 22 * B, 1 * B, "trunc", (), "the same card"),
+    # Gemma 4 26B-A4B: 25.2B total, 3.8B active, both of the language model (its ~550M vision encoder would make
+    # the total 25.8B, which the card does not print).
+    ("gemma-4-26b-a4b", "total", 25.2 * B, 0.1 * B, "round", (), "https://huggingface.co/google/gemma-4-26B-A4B "
+     "model card (as transcribed by vast.ai/model/gemma-4-26b-a4b-it): 25.2B total parameters, 3.8B active"),
+    ("gemma-4-26b-a4b", "active", 3.8 * B, 0.1 * B, "round", (), "the same card"),
+    # MiMo-V2-Flash: its 3 MTP blocks (0.33B each, released apart) are not built by transformers, nor counted here.
+    ("mimo-v2-flash", "total", 309 * B, 1 * B, "round", (), "https://github.com/XiaomiMiMo/MiMo-V2-Flash README: "
+     "309B total parameters and 15B active parameters"),
+    ("mimo-v2-flash", "active", 15 * B, 1 * B, "round", (), "the same README"),
+    # Step-3.7-Flash: 198B = a 196B language backbone + a 1.8B perception encoder (left out here); 11B active.
+    ("step-3.7-flash", "total", 196 * B, 1 * B, "round", (), "vLLM recipes, stepfun-ai/Step-3.7-Flash: ~198B total / "
+     "11B active, a 196B sparse language backbone with a 1.8B perception encoder"),
+    ("step-3.7-flash", "active", 11 * B, 1 * B, "round", (), "the same page"),
+    # MiniMax-M3: '~428B' counts its vision encoder (read to the ten here); '~23B' activated leaves out the
+    # embedding and LM head (200,064 x 6,144 each).
+    ("minimax-m3", "total", 428 * B, 10 * B, "round", (), "https://huggingface.co/MiniMaxAI/MiniMax-M3 model card "
+     "(as transcribed by sota.borgcloud.ai): ~428B parameters and ~23B activated parameters"),
+    ("minimax-m3", "active", 23 * B, 1 * B, "trunc", (EMBEDDING, HEAD), "the same card"),
+    ("deepseek-v4-flash", "total", 284 * B, 1 * B, "round", (), "https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash "
+     "model card (as transcribed by featherless.ai): 284B total parameters, 13B activated"),
+    ("deepseek-v4-flash", "active", 13 * B, 1 * B, "trunc", (), "the same card"),
 ]
 
 

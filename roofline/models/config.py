@@ -18,13 +18,15 @@ import numpy as np
 
 from ..hardware import DATA_DIR
 # The layer kinds live in roofline.models.layer_kinds (the HF readers share them); the config re-exports them.
-from .layer_kinds import (ATTENTION_KINDS, CHUNKED, DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
+from .layer_kinds import (ATTENTION_KINDS, CHUNKED, COMPRESSED_SPARSE, HEAVILY_COMPRESSED,  # noqa: F401
+                          DELTANET, DENSE, GLOBAL, LINEAR, MAMBA, MAMBA2,  # noqa: F401
                           MAX_DIMENSION, MAX_LAYERS, MIXER_KINDS, MLP_KINDS, MOE, NONE, PARALLEL, QK_NORMS,
                           SHARED_SPARSE, SPARSE, STATE_MIXERS, WIDTH_SEPARATOR, WINDOW, _whole, dense_fraction,
-                          dense_of_width)
+                          dense_of_width, parse_share)
 from .config_state import STATE_FAMILIES, state_family_fields  # the hybrid families' keys
 from .hf_config import (CLASS_DEFAULTS, TEXT_CONFIG_OF, decoder_fields, gpt2_fields, language_model,
                         nemotron_nas_fields)
+from .hf_mixed import deepseek_v4_fields, gemma4_fields, mimo_v2_flash_fields, minimax_m3_fields, step3p7_fields
 from .hub import config_path, is_hub_id
 from ..userfile import parse_json
 
@@ -32,20 +34,19 @@ MODELS_DIR = DATA_DIR / "models"
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "gemma2", "deepseek_v2", "deepseek_v3", "gpt2",
             "qwen3", "qwen3_moe", "gemma3", "gemma3_text", "glm4_moe", "kimi_k2", "llama4", "llama4_text", "gpt_oss",
             "minimax_m2", "deepseek_v32", "glm_moe_dsa", "kimi_k25", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe",
-            "qwen3_vl_moe_text", "nemotron-nas")
+            "qwen3_vl_moe_text", "nemotron-nas", "gemma4", "gemma4_text", "mimo_v2_flash", "step3p7", "mimo",
+            "minimax_m3", "minimax_m3_vl", "minimax_m3_vl_text", "deepseek_v4", "deepseek_ref")
+# Families whose attention layers are not all one shape: their keys on top of decoder_fields' (hf_mixed.py).
+MIXED_FAMILIES = {"gemma4_text": gemma4_fields, "mimo_v2_flash": mimo_v2_flash_fields, "step3p7": step3p7_fields,
+                  "minimax_m3": minimax_m3_fields, "minimax_m3_vl_text": minimax_m3_fields}
 # Families served in late 2026 that are known but not modelled yet: the one feature each still lacks
 # (issue 25; the configs are those NVIDIA's aiconfigurator-core 0.12.0 bundles).
 UNMODELLED = {
-    "deepseek_v4": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
-    "deepseek_ref": "DeepSeek-V4's compressed sparse attention (compress_ratios) with hyper-connections (hc_mult)",
-    "kimi_k3": "Kimi-K3's hybrid linear attention (linear_attn_config) with latent MoE",
-    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
-    "minimax_m3_vl": "MiniMax-M3's block-sparse attention (sparse_attention_config: top-k blocks)",
-    "mimo": "MiMo's Qwen2 decoder with multi-token-prediction layers (no transformers reference to check it)",
-    "mimo_v2_flash": "MiMo-V2-Flash's hybrid layers with their own head counts (swa_num_attention_heads, swa_head_dim)",
-    "gemma4": "Gemma-4's per-layer embeddings, K=V global layers and double-wide MLPs (hidden_size_per_layer_input)",
-    "step3p7": "Step-3.7's per-layer head counts and shared-expert width (share_expert_dim)",
+    "kimi_k3": "Kimi-K3's Kimi Delta Attention layers (linear_attn_config.kda_layers: a delta rule with a per-channel "
+               "decay gate) and block attention residuals (attn_res_block_size), neither built by transformers 5.24",
 }
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     name: str
@@ -110,6 +111,25 @@ class ModelConfig:
     index_head_dim: int = 0  # Hi
     index_topk: int = 0  # Kt: keys each query's attention reads (2048 in V3.2 and GLM-5)
     moe_latent: int = 0  # Dl: the routed experts' width in a latent MoE (Nemotron-3 Super/Ultra; 0 = D)
+    # MiniMax-M3's indexer picks blocks of this many keys, per KV head, on GQA attention (0: DeepSeek's per-key pick
+    # on MLA); index_topk counts keys (its top blocks x the block).
+    index_block: int = 0
+    # Attention kinds whose layers have their own head shape: ((kind, N share, K share, H share), ...), each share
+    # of the base N, K, H as "p/q" text (Hv follows H). Gemma 4's global layers (2 KV heads of 512 beside the sliding
+    # layers' 8 of 256), MiMo-V2-Flash's full layers (half the sliding layers' KV heads). Shares, not counts, so a
+    # tensor-parallel shard (N/tp, K/tp) shrinks every kind with it; the base is the kind with the most KV heads.
+    attention_shapes: tuple = ()
+    values_are_keys: tuple = ()  # attention kinds without v_proj: V is the projected K (Gemma 4's attention_k_eq_v)
+    sink_kinds: tuple = ()  # attention kinds with gpt-oss's sinks where not every layer has them (MiMo-V2-Flash)
+    head_gate: bool = False  # Step-3.7: a sigmoid gate per query head (g_proj, D -> N) on the attention output
+    # DeepSeek-V4 (roofline/compressed_ops.py; 0 = not used): tokens per compressed entry of its compressed sparse (Mc)
+    # and heavily compressed (Mh) layers, its hyper-connections' residual streams (Nc), its grouped output projection.
+    compress_sparse: int = 0  # Mc
+    compress_heavy: int = 0  # Mh
+    hc_streams: int = 0  # Nc
+    o_groups: int = 0  # Go
+    o_lora_rank: int = 0  # Ro
+    dense_beside_moe: bool = False  # Gemma 4 26B-A4B: a dense MLP and the routed experts side by side on each layer
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size", "cla_factor"):
@@ -162,19 +182,59 @@ class ModelConfig:
         self._check_sparse()
 
     def _check_sparse(self):
-        for name in ("index_heads", "index_head_dim", "index_topk", "moe_latent"):
+        for name in ("index_heads", "index_head_dim", "index_topk", "moe_latent", "index_block"):
             value = getattr(self, name)
             if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
                 raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
                                  f"got {value!r}")
         sparse = {SPARSE, SHARED_SPARSE} & set(self.layer_attention)
-        if sparse and not (self.index_heads and self.index_head_dim and self.index_topk and self.q_lora_rank
-                           and self.is_mla):
-            raise ValueError(f"model {self.name!r}: sparse (DSA) layers need MLA with q_lora_rank, and index_n_heads, "
-                             f"index_head_dim and index_topk > 0")
+        indexer_input = (self.q_lora_rank and self.is_mla) or (self.index_block and not self.is_mla)
+        if sparse and not (self.index_heads and self.index_head_dim and self.index_topk and indexer_input):
+            raise ValueError(f"model {self.name!r}: sparse layers need index_n_heads, index_head_dim and index_topk > 0, "
+                             f"and MLA with q_lora_rank (DSA) or GQA with index_block (MiniMax-M3's block indexer)")
         if SHARED_SPARSE in self.layer_attention and self.layer_attention[0] != SPARSE:
             raise ValueError(f"model {self.name!r}: the first layer must run its own indexer (indexer_types[0] "
                              f"'full'): a shared layer reuses an earlier layer's top-k")
+        self._check_shapes()
+
+    def _check_shapes(self):
+        for name in ("attention_shapes", "values_are_keys", "sink_kinds"):
+            object.__setattr__(self, name, tuple(tuple(e) if isinstance(e, list) else e for e in getattr(self, name)))
+        for entry in self.attention_shapes:
+            if (not isinstance(entry, tuple) or len(entry) != 4 or entry[0] not in (GLOBAL, WINDOW, CHUNKED)
+                    or not all(parse_share(share) for share in entry[1:])):
+                raise ValueError(f"model {self.name!r}: attention_shapes entries must be (kind, N share, K share, "
+                                 f"H share) with kind global, window or chunked and shares like \"1/4\", got {entry!r}")
+        for name in ("values_are_keys", "sink_kinds"):
+            if set(getattr(self, name)) - {GLOBAL, WINDOW, CHUNKED}:
+                raise ValueError(f"model {self.name!r}: {name} must list attention kinds among global, window and "
+                                 f"chunked, got {getattr(self, name)!r}")
+        if (self.attention_shapes or self.values_are_keys or self.head_gate) and self.is_mla:
+            raise ValueError(f"model {self.name!r}: per-kind head shapes, K=V and head gates apply to GQA "
+                             f"attention, not MLA")
+        self._check_compressed()
+        if self.dense_beside_moe and MOE not in self.layer_mlp:
+            raise ValueError(f"model {self.name!r}: dense_beside_moe needs MoE layers (the experts beside the MLP)")
+
+    def _check_compressed(self):
+        names = ("compress_sparse", "compress_heavy", "hc_streams", "o_groups", "o_lora_rank")
+        for name in names:
+            value = getattr(self, name)
+            if not _whole(value) or not 0 <= value <= MAX_DIMENSION:
+                raise ValueError(f"model {self.name!r}: {name} must be a non-negative integer up to {MAX_DIMENSION}, "
+                                 f"got {value!r}")
+        kinds = set(self.layer_attention)
+        if self.hc_streams and not (self.o_groups and self.o_lora_rank and self.q_lora_rank and self.window
+                                    and not self.is_mla and self.n_heads % self.o_groups == 0):
+            raise ValueError(f"model {self.name!r}: DeepSeek-V4 layers (hc_streams > 0) need o_groups dividing the "
+                             f"heads, o_lora_rank, q_lora_rank and a sliding window > 0")
+        if (COMPRESSED_SPARSE in kinds and not (self.compress_sparse and self.index_heads and self.index_head_dim
+                                                and self.index_topk)) or (HEAVILY_COMPRESSED in kinds
+                                                                          and not self.compress_heavy):
+            raise ValueError(f"model {self.name!r}: compressed layers need their compression ratio (compress_sparse, "
+                             f"compress_heavy) and, for compressed sparse ones, the indexer's heads, dim and top-k")
+        if (kinds & {COMPRESSED_SPARSE, HEAVILY_COMPRESSED}) and not self.hc_streams:
+            raise ValueError(f"model {self.name!r}: compressed attention layers are DeepSeek-V4's; set hc_streams")
 
     @property
     def is_mla(self) -> bool:
@@ -223,7 +283,10 @@ class ModelConfig:
             if family in TEXT_CONFIG_OF or family in CLASS_DEFAULTS:
                 hf, family = language_model(hf, family, name)
             fields = (gpt2_fields(hf, name) if family == "gpt2" else nemotron_nas_fields(hf, name)
-                      if family == "nemotron-nas" else decoder_fields(hf, family, name))
+                      if family == "nemotron-nas" else deepseek_v4_fields(hf, name)
+                      if family in ("deepseek_v4", "deepseek_ref") else decoder_fields(hf, family, name))
+            if family in MIXED_FAMILIES:
+                fields.update(MIXED_FAMILIES[family](hf, fields, name))
         return cls(name=name, family=family, source_hash=digest, text_tower_of=tower, **fields)
 
 

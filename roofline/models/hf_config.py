@@ -12,7 +12,8 @@ from .layer_kinds import (CHUNKED, DENSE, GLOBAL, MAX_DIMENSION, MAX_LAYERS, MOE
 
 # Multimodal configs whose language model sits in `text_config`, and that model's type. Vision-language
 # models (Qwen3-VL, Kimi-K2.5) are priced as their text tower: text decode, no image tokens, no vision encoder.
-TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
+TEXT_CONFIG_OF = {"gemma3": "gemma3_text", "gemma4": "gemma4_text", "minimax_m3_vl": "minimax_m3_vl_text",
+                  "llama4": "llama4_text", "qwen3_vl": "qwen3_vl_text",
                   "qwen3_vl_moe": "qwen3_vl_moe_text", "kimi_k25": "kimi_k2"}
 # Keys a reference checkpoint's config.json leaves to its transformers class default (the defaults of
 # Gemma3TextConfig and Llama4TextConfig name those checkpoints: gemma-3 and Llama-4-Scout).
@@ -117,8 +118,10 @@ def decoder_fields(hf: dict, family: str, name: str) -> dict:
     if family in ("llama", "mistral", "mixtral"):
         bias = _flag(hf, "attention_bias", name)
         fields.update(qkv_bias=bias, out_bias=bias, mlp_bias=_flag(hf, "mlp_bias", name))
-    if family == "qwen2":
-        fields.update(qkv_bias=True)  # Qwen2 architecture: q/k/v projections carry a bias, o_proj none
+    if family in ("qwen2", "mimo"):
+        # Qwen2 architecture: q/k/v projections carry a bias, o_proj none. MiMo-7B is Qwen2's decoder plus
+        # multi-token-prediction layers (num_nextn_predict_layers), not counted here, as DeepSeek-V3's are not.
+        fields.update(qkv_bias=True)
     fields.update(_attention_pattern(hf, family, n_layers, name))
     if family == "gemma2":
         fields.update(norms_per_layer=4)

@@ -14,10 +14,14 @@ CHUNKED = "chunked"  # Llama 4: a query sees only the keys of its own chunk of `
 # DeepSeek Sparse Attention (V3.2, GLM-5): a lightning indexer scores every cached key, attention reads the
 # top index_topk of them; a SHARED_SPARSE layer reuses the previous indexer's choice (GLM-5.2: no indexer).
 SPARSE, SHARED_SPARSE = "sparse", "sparse_shared"
-ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE)
+# DeepSeek-V4: a sliding window plus compressed entries, one per Mc source tokens of which an indexer picks the top
+# Kt (compressed sparse), or one per Mh tokens, all read (heavily compressed); roofline/compressed_ops.py.
+COMPRESSED_SPARSE, HEAVILY_COMPRESSED = "compressed_sparse", "heavily_compressed"
+ATTENTION_KINDS = (GLOBAL, WINDOW, CHUNKED, SPARSE, SHARED_SPARSE, COMPRESSED_SPARSE, HEAVILY_COMPRESSED)
 # Norm of queries and keys: none, RMSNorm per head (weight H), weightless L2 per head, or one RMSNorm over all
 # heads at once (MiniMax-M2's qk_norm_type "per_layer": weights N*H and K*H).
-QK_NORMS = ("", "rms", "l2", "rms_all")
+# "rms_v": Gemma 4's per-head RMSNorm on q and k plus a weightless one on v.
+QK_NORMS = ("", "rms", "l2", "rms_all", "rms_v")
 MAX_LAYERS = 10_000  # the per-layer patterns are spelled out layer by layer; no published model comes near
 MAX_DIMENSION = 1 << 24  # any width, count or length (16.7M): beyond it a number is a typo, not a model
 DENSE, MOE = "dense", "moe"
@@ -40,9 +44,19 @@ def dense_of_width(width: int, d_ff: int) -> str:
 def dense_fraction(mlp_kind: str) -> Fraction | None:
     """The share of d_ff a "dense:p/q" MLP kind is wide (None for every other kind)."""
     kind, _, share = mlp_kind.partition(WIDTH_SEPARATOR)
-    if kind != DENSE or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", share):
+    return None if kind != DENSE else parse_share(share)
+
+
+def parse_share(text) -> Fraction | None:
+    """A positive fraction written "p" or "p/q" (a share of a base dimension), None if it is not one."""
+    if not isinstance(text, str) or not re.fullmatch(r"[1-9][0-9]{0,7}(/[1-9][0-9]{0,7})?", text):
         return None
-    return Fraction(share)
+    return Fraction(text)
+
+
+def share_text(part: int, whole: int) -> str:
+    """part / whole as parse_share reads it back ("1/4", "2")."""
+    return str(Fraction(part, whole))
 
 
 
