@@ -60,7 +60,9 @@ def shard(config: ModelConfig, tp: int) -> ModelConfig:
     kv_heads = max(k // tp, 1) if config.has_kv_heads else heads
     return replace(config, name=f"{config.name}/tp{tp}", n_heads=heads, n_kv_heads=kv_heads,
                    d_ff=math.ceil(config.d_ff / tp), vocab_size=math.ceil(config.vocab_size / tp),
-                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0, o_groups=config.o_groups // tp,
+                   d_expert=math.ceil(config.d_expert / tp) if config.d_expert else 0,
+                   o_groups=config.o_groups // tp,
+                   shared_expert_width=math.ceil(config.shared_expert_width / tp),  # Fs: split as d_ff is
                    **_state_shard(config, tp))
 
 

@@ -1,4 +1,6 @@
 """Tensor parallelism and replicas: shards against parameter and cache counts, a simulated ring all-reduce."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -7,6 +9,7 @@ from hypothesis import strategies as st
 from roofline import analyze, load_hardware, load_model, sweep
 from roofline.compiled import compile_model
 from roofline.model import parameter_count
+from roofline.models.config import MOE
 from roofline.serving.tensor_parallel import tp_crossovers
 from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
 from roofline.deployment import Deployment
@@ -53,6 +56,19 @@ def test_shards_hold_every_weight_once_except_the_replicated_norms(model, tp):
     config = load_model(model)
     norms = (2 * config.n_layers + 1) * config.d_model  # RMSNorm weights live on every GPU
     assert tp * parameter_count(shard(config, tp)) - parameter_count(config) == (tp - 1) * norms
+
+
+def test_a_shared_expert_of_its_own_width_is_split_as_the_dense_mlp():
+    """Granite-4.0-H's one shared gated MLP (width Fs): tp GPUs hold 3 D Fs weights between them once; it was whole
+    on every GPU, overstating each GPU's weights and reads at tp > 1."""
+    config = load_model("granite-4.0-h-tiny")
+    d, fs = config.d_model, config.shared_expert_width
+    assert shard(config, 2).shared_expert_width == fs // 2
+    moe_layers = sum(kind == MOE for kind in config.layer_mlp)
+    shared = 3 * d * fs * moe_layers  # gate, up (D x Fs) and down (Fs x D) beside each layer's experts
+    whole_mlp = replace(config, shared_expert_width=0)
+    assert parameter_count(config) - parameter_count(whole_mlp) == shared
+    assert parameter_count(shard(config, 2)) - parameter_count(shard(whole_mlp, 2)) == shared // 2
 
 
 @pytest.mark.parametrize("model, tp, divisor", [
