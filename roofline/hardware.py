@@ -57,13 +57,17 @@ class Hardware:
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit (never a narrower
         one: an fp8-only file would price bf16 matmuls 2x optimistic)."""
+        return self.peak_flops[self.peak_dtype(dtype)]
+
+    def peak_dtype(self, dtype: str) -> str:
+        """The dtype whose units run a `dtype` matmul here: itself, or the next wider one the device has."""
         seen = dtype
         while dtype is not None:
             if dtype in self.peak_flops:
-                return self.peak_flops[dtype]
+                return dtype
             dtype = FALLBACK[dtype]
         if seen == "fp16" and "bf16" in self.peak_flops:  # same tensor-core rate on every listed part
-            return self.peak_flops["bf16"]
+            return "bf16"
         listed = ", ".join(sorted(self.peak_flops)) or "none"
         # unknown peaks stay missing (data/HARDWARE.md): never guessed
         raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen} matmuls, nor a wider unit's "
