@@ -162,10 +162,9 @@ class Deployment:
                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops,
                         tokens=tokens, expert_tokens=experts, kv_bytes=kv_bytes)
 
-    def roofs_for(self, compiled: CompiledPhase, components, tokens, sequences_per_count=1.0) -> Roofs:
+    def roofs_for(self, compiled: CompiledPhase, components, tokens) -> Roofs:
         """The roofs of one step: an engine on kernel roofs reaches its GEMMs' roof at the step's `tokens` rows and
-        its attention's at the K/V bytes one layer's attention reads (`components` counting one sequence of
-        `sequences_per_count`: decode_seconds' per-sequence integral); any other engine's roofs are `roofs`."""
+        its attention's at the K/V bytes one layer's attention reads; any other engine's roofs are `roofs`."""
         if self.engine.roofs != KERNEL:
             return self.roofs
         rows = [i for i, kind in enumerate(compiled.matmul) if kind == ATTENTION_MATMUL]
@@ -174,9 +173,10 @@ class Deployment:
             kv_bytes = components[rows, 4].max(axis=0)  # (ops, counts, *points): counts[4] is kv_read
         elif rows:
             kv_bytes = np.maximum.reduce([np.asarray(components[i][4], dtype=float) for i in rows])
-        if kv_bytes is not None:
-            kv_bytes = kv_bytes * sequences_per_count
-        return self._roofs(None if tokens is None else np.asarray(tokens, dtype=float), kv_bytes)
+        tokens = None if tokens is None else np.asarray(tokens, dtype=float)
+        if isinstance(components, np.ndarray) and components.ndim == 2:  # one point (ops, counts): scalar roofs
+            tokens = None if tokens is None else float(np.ravel(tokens)[0])
+        return self._roofs(tokens, kv_bytes)
 
     @property
     def link_latency_assumed(self) -> bool:
@@ -288,13 +288,15 @@ class Deployment:
         fixed = step.total_s - total([step.time_s[i] for i in rows]) if rows else step.total_s
         if not rows:
             return steps * fixed
-        sequences = 1.0 if cm.decode_context_per_sequence else batch  # scaled back by B below
+        # one sequence, scaled back by B below, where the cache's ops are linear in B: not on kernel roofs, whose
+        # attention roof depends on the bytes all B sequences read
+        per_sequence = cm.decode_context_per_sequence and self.engine.roofs != KERNEL
+        sequences = 1.0 if per_sequence else batch
         nodes = np.linspace(0.0, 1.0, E2E_NODES)
 
         def context_s(u):
             counts = cm.decode_context.parts(sequences, decode_context(prompt) + u * spans, self.precision.byte_widths)
-            return step_times(counts, cm.decode_context, self.roofs_for(
-                cm.decode_context, counts, batch, batch if cm.decode_context_per_sequence else 1.0)).roofline_s
+            return step_times(counts, cm.decode_context, self.roofs_for(cm.decode_context, counts, batch)).roofline_s
 
         shape = np.broadcast_shapes(np.shape(sequences), np.shape(prompt), np.shape(spans))
         if np.prod(shape) < 4096:  # small: every node in one call, on a leading axis
@@ -305,7 +307,7 @@ class Deployment:
         summed = (total(times[1:-1]) + ends) / (E2E_NODES - 1) * spans + ends
         summed = np.where(steps == 1, times[0], summed)
         summed = np.where(steps == 0, 0.0, summed)
-        if cm.decode_context_per_sequence:
+        if per_sequence:
             summed = summed * batch
         return steps * fixed + summed
 

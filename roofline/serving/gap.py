@@ -24,7 +24,8 @@ from ..deployment import Deployment
 from ..engine import IDEAL, QUANTIZED
 from ..model import DECODE, decode_context
 
-TERMS = (("kernel roofs", ("roofs",)), ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
+TERMS = (("kernel roofs", ("roofs",)),
+         ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)), ("collectives", ("allreduce_latency_s",)))
