@@ -210,7 +210,8 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
 # which (torch's always does), a bare "A100" matches none rather than a guess.
 GPU_NAMES = ((("A100", "80GB"), "a100-80gb"), (("A100", "40GB"), "a100-40gb"), (("H100", "PCIe"), "h100-pcie"),
              (("H100",), "h100-sxm"), (("H200",), "h200"), (("L40S",), "l40s"), (("A10G",), "a10g"), (("L4",), "l4"),
-             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("B200",), "b200"))
+             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("GB300",), "gb300"), (("GB200",), "gb200"),
+             (("B300",), "b300"), (("B200",), "b200"))  # GB before B: "GB200" holds "B200"
 
 
 def hardware_id_for_gpu(name: str) -> str | None:
