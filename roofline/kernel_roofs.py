@@ -105,7 +105,9 @@ def curve(hw: Hardware, kind: str, dtype: str) -> Curve:
     if dtype not in curves:
         listed = ", ".join(sorted(curves)) or "none"
         raise ValueError(f"kernel roofs: device {hw.id!r} has no {kind} curve for {dtype} (it has: {listed}); fix: "
-                         + FIX.format(device=hw.id))
+                         f"measure it (benchmarks/bench_gpu_kernels.py, then `roofline fit-roofs`) or state a prior for "
+                         f"it in validation/kernel_roofs_fit.py (as fp16's is bf16's), or price with an engine whose "
+                         f"profile says `roofs: datasheet`")
     return curves[dtype]
 
 

@@ -148,6 +148,9 @@ def h100_roofs(measurements: Path = MEASUREMENTS, engines: Path = ENGINES) -> di
                                  "data/measurements/cuda-h100-fused.csv's prefill points (no length sweep of "
                                  "prefill attention alone exists: one point)"}
                for dtype in ("bf16", "fp16")}
+    for dtype in ("fp8", "int8"):  # a quantized cache with activations of its width: attention runs in it
+        prefill[dtype] = {"fraction": prefill_fraction,
+                          "source": f"prior: bf16's fraction of the {dtype} peak (no {dtype} prefill attention measured)"}
     return {"measured": "NVIDIA H100 80GB HBM3 (SXM), torch 2.11.0+cu130", "gemm": gemm, "weight_stream": stream,
             "decode_attention": decode, "prefill_attention": prefill}
 
