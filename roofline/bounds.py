@@ -13,8 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .compiled import CompiledPhase
-from .engine import IDEAL, Engine
+from .engine import IDEAL, KERNEL, Engine
 from .hardware import Hardware
+from .kernel_roofs import curve
 from .ops import ATTENTION_MATMUL, EXPERT_MATMUL, STATE_MATMUL, WEIGHT_MATMUL
 from .precision import Precision
 
@@ -41,18 +42,24 @@ class Roofs:
 
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, group: int = 1,
-           bandwidth: float | None = None, peak_flops: dict | None = None) -> Roofs:
+           bandwidth: float | None = None, peak_flops: dict | None = None, tokens=None, expert_tokens=None,
+           kv_bytes=None) -> Roofs:
         """The roofs `engine` reaches on `hw` for these formats; `group` query heads share a K/V head.
 
         bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays).
         GQA re-reads (Engine.gqa_rereads) are priced as softmax attention streaming the cache that many times
         slower: the bytes a step needs stay the model's, the engine's kernels move more of them. An engine's
         fixed times are no roof: they are rows of the step (roofline.deployment).
+        An engine with `roofs: kernel` reaches its factors times the device's kernel roofs (roofline.kernel_roofs)
+        at the step's GEMM rows (`tokens`, `expert_tokens` a routed expert's) and a layer's K/V bytes (`kv_bytes`);
+        None: the curves' last points.
         """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
 
         def peak(dtype):
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
+        if engine.roofs == KERNEL:
+            return cls._on_kernel_roofs(hw, precision, engine, group, bandwidth, peak, tokens, expert_tokens, kv_bytes)
         weights = engine.weight_bandwidth_efficiency(precision.weights)
         experts = weights if precision.experts is None else engine.weight_bandwidth_efficiency(precision.experts)
         attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
@@ -66,6 +73,27 @@ class Roofs:
                    peak(expert_dtype) * engine.flops_efficiency if expert_dtype != weight_dtype else None,
                    bandwidth * experts if experts != weights else None,
                    bandwidth * engine.attention_bandwidth_efficiency if engine.kv_reads(group) != 1 else None)
+
+    @classmethod
+    def _on_kernel_roofs(cls, hw: Hardware, precision: Precision, engine: Engine, group: int, bandwidth, peak,
+                         tokens, expert_tokens, kv_bytes) -> Roofs:
+        """Each roof = datasheet x the device's kernel roof for the dtype run x the engine's factor, capped at the
+        datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points."""
+        def gemm(dtype, rows):  # the units that run it: the peak's own fallback (an A100's fp8 runs in bf16)
+            return np.minimum(1.0, curve(hw, "gemm", hw.peak_dtype(dtype))(rows) * engine.flops_efficiency)
+
+        def stream(fmt):
+            return min(1.0, curve(hw, "weight_stream", fmt)() * engine.weight_bandwidth_efficiency(fmt))
+        attention_dtype = precision.attention_matmul_dtype
+        prefill = curve(hw, "prefill_attention", hw.peak_dtype(attention_dtype))() * engine.attention_flops_efficiency
+        decode = np.minimum(1.0, curve(hw, "decode_attention", precision.kv)(kv_bytes)
+                            * engine.attention_bandwidth_efficiency)
+        weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
+        return cls(bandwidth * stream(precision.weights), peak(weight_dtype) * gemm(weight_dtype, tokens),
+                   peak(attention_dtype) * min(1.0, prefill), engine.corner,
+                   bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
+                   peak(expert_dtype) * gemm(expert_dtype, expert_tokens),
+                   bandwidth * stream(precision.expert_format), bandwidth * decode)
 
     def peaks(self, matmul_kinds: tuple) -> list:
         experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops

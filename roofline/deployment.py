@@ -21,9 +21,10 @@ from functools import cached_property, lru_cache
 import numpy as np
 
 from .bounds import COMMUNICATION, Roofs, StepTimes, step_times, total
+from .ops import ATTENTION_MATMUL
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
 from .models.config import MOE, ModelConfig, load_model
-from .engine import IDEAL, Engine, load_engine
+from .engine import IDEAL, KERNEL, Engine, load_engine
 from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
                     routed_parameter_count)
@@ -156,11 +157,35 @@ class Deployment:
 
     @cached_property
     def roofs(self) -> Roofs:
-        """The engine's roofs for these formats (its fixed costs are rows of the step: `fixed_rows`)."""
+        """The engine's roofs for these formats (its fixed costs are rows of the step: `fixed_rows`); on kernel
+        roofs, at the curves' last points (large GEMMs, long reads): a step prices through `roofs_for`."""
+        return self._roofs()
+
+    def _roofs(self, tokens=None, kv_bytes=None) -> Roofs:
         group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
         measured = self.ceilings
+        # a routed expert's GEMM sees top_k / E of the tokens (uniform routing)
+        experts = (None if tokens is None or not self.config.n_experts
+                   else np.maximum(tokens * self.config.top_k / self.config.n_experts, 1.0))
         return Roofs.of(self.hardware, self.precision, self.engine, group,
-                        None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops)
+                        None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops,
+                        tokens=tokens, expert_tokens=experts, kv_bytes=kv_bytes)
+
+    def roofs_for(self, compiled: CompiledPhase, components, tokens) -> Roofs:
+        """The roofs of one step: an engine on kernel roofs reaches its GEMMs' roof at the step's `tokens` rows and
+        its attention's at the K/V bytes one layer's attention reads; any other engine's roofs are `roofs`."""
+        if self.engine.roofs != KERNEL:
+            return self.roofs
+        rows = [i for i, kind in enumerate(compiled.matmul) if kind == ATTENTION_MATMUL]
+        kv_bytes = None
+        if rows and isinstance(components, np.ndarray):
+            kv_bytes = components[rows, 4].max(axis=0)  # (ops, counts, *points): counts[4] is kv_read
+        elif rows:
+            kv_bytes = np.maximum.reduce([np.asarray(components[i][4], dtype=float) for i in rows])
+        tokens = None if tokens is None else np.asarray(tokens, dtype=float)
+        if isinstance(components, np.ndarray) and components.ndim == 2:  # one point (ops, counts): scalar roofs
+            tokens = None if tokens is None else float(np.ravel(tokens)[0])
+        return self._roofs(tokens, kv_bytes)
 
     @property
     def link_latency_assumed(self) -> bool:
@@ -215,7 +240,7 @@ class Deployment:
 
     def price(self, compiled: CompiledPhase, components, tokens) -> Step:
         """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows."""
-        times = step_times(components, compiled, self.roofs)
+        times = step_times(components, compiled, self.roofs_for(compiled, components, tokens))
         return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self.fixed_rows())
 
     def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
@@ -272,13 +297,15 @@ class Deployment:
         fixed = step.total_s - total([step.time_s[i] for i in rows]) if rows else step.total_s
         if not rows:
             return steps * fixed
-        sequences = 1.0 if cm.decode_context_per_sequence else batch  # scaled back by B below
-        roofs = self.roofs
+        # one sequence, scaled back by B below, where the cache's ops are linear in B: not on kernel roofs, whose
+        # attention roof depends on the bytes all B sequences read
+        per_sequence = cm.decode_context_per_sequence and self.engine.roofs != KERNEL
+        sequences = 1.0 if per_sequence else batch
         nodes = np.linspace(0.0, 1.0, E2E_NODES)
 
         def context_s(u):
             counts = cm.decode_context.parts(sequences, decode_context(prompt) + u * spans, self.precision.byte_widths)
-            return step_times(counts, cm.decode_context, roofs).roofline_s
+            return step_times(counts, cm.decode_context, self.roofs_for(cm.decode_context, counts, batch)).roofline_s
 
         shape = np.broadcast_shapes(np.shape(sequences), np.shape(prompt), np.shape(spans))
         if np.prod(shape) < 4096:  # small: every node in one call, on a leading axis
@@ -289,7 +316,7 @@ class Deployment:
         summed = (total(times[1:-1]) + ends) / (E2E_NODES - 1) * spans + ends
         summed = np.where(steps == 1, times[0], summed)
         summed = np.where(steps == 0, 0.0, summed)
-        if cm.decode_context_per_sequence:
+        if per_sequence:
             summed = summed * batch
         return steps * fixed + summed
 

@@ -14,12 +14,14 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 
 Each parameter has a unit, a physical range and a note of the rows that pin it (`data/engines/*.yaml`).
 
-On other devices. Efficiencies are fractions of the device's own datasheet roofs (`hardware:` names the
-device a profile was fitted on; `measured`: of the ceilings the harness measured beside each point), so a
-profile fitted on A100 rows prices an H100 at the same fractions: the same kernels, recompiled, reach
-similar fractions of a newer part's roofs (the project's H100 harness streams at 0.69-0.81 of its
-datasheet, gpt-fast's A100 rows at 0.83). Latencies (launch, host, request, all-reduce) transfer as
-seconds. Both are assumptions, checked only where published rows exist: today the A100 alone.
+On other devices and formats. `roofs:` says what the efficiencies are fractions of. `datasheet` (the harness
+fits, `ideal`): of the device's datasheet roofs (`hardware:` names the device a profile was fitted on;
+`measured`: of the ceilings the harness measured beside each point). `kernel` (the serving engines): of the
+device's kernel roofs for the dtype being run (roofline/kernel_roofs.py: its GEMMs' fraction of the peak at
+M tokens, its GEMVs' per weight format, its attention's), so an engine fitted on A100 fp16 rows prices an
+H100 fp8 GEMM at the H100's fp8 roof times the engine's own factor, not at its A100 fraction of the fp8 peak.
+A factor may pass 1 (an engine's kernel beating the device's profiled one; at most FRACTION_HIGH_KERNEL), the
+product never passes the datasheet. Latencies (launch, host, request, all-reduce) transfer as seconds.
 An engine prices through the one step pricer: it is the field of `Deployment` that sets the achievable
 roofs (bounds.Roofs.of), the fixed costs and the all-reduce latency; nothing here computes a step.
 """
@@ -38,6 +40,11 @@ from .userfile import parse_yaml
 
 ENGINES_DIR = DATA_DIR / "engines"
 MEASURED = "measured"  # `hardware:` of a harness fit on a machine without a datasheet: its measured ceilings
+DATASHEET, KERNEL = "datasheet", "kernel"  # `roofs:` what the efficiencies are fractions of
+EFFICIENCIES = ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
+                "attention_flops_efficiency")
+# An engine's factor over the device's kernel roof: past 2x the profiled kernel is a typo or a missing roof.
+FRACTION_HIGH_KERNEL = 2.0
 
 # name -> (unit, lower bound, upper bound, what it is). The latencies' upper bounds are what no working
 # stack comes near (a 10 ms launch per layer, a second of host work per step): a value there is a typo
@@ -66,8 +73,8 @@ OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
-DOCUMENT_KEYS = ("name", "framework", "hardware", "fit", "priors", "prior_sources", "accuracy", "harness_fit", "memory",
-                 "scheduler", "serving_accuracy", QUANTIZED)
+DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
+                 "memory", "scheduler", "serving_accuracy", QUANTIZED)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -95,14 +102,21 @@ class Engine:
     harness_fit: dict = field(default_factory=dict)  # a harness fit's record: sources, ceilings, held-out errors
     memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
     scheduler: Scheduler = DEFAULT_SCHEDULER  # its default token budget and running cap (roofline.scheduler)
+    roofs: str = DATASHEET  # the efficiencies' reference: the datasheet's roofs, or the device's kernel roofs
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.quantized_efficiency,
-                 self.hardware)
+                 self.hardware, self.roofs)
+
+    @property
+    def fraction_high(self) -> float:
+        """The largest value an efficiency may take: 1 of a datasheet roof, FRACTION_HIGH_KERNEL of a kernel roof."""
+        return FRACTION_HIGH_KERNEL if self.roofs == KERNEL else 1.0
 
     @property
     def is_ideal(self) -> bool:
-        return all(getattr(self, n) == getattr(IDEAL, n) for n in PARAMETERS) and not self.quantized_efficiency
+        return (all(getattr(self, n) == getattr(IDEAL, n) for n in PARAMETERS) and not self.quantized_efficiency
+                and self.roofs == DATASHEET)
 
     def prior(self) -> Engine:
         """This engine as it was before fitting: every fitted parameter back at its prior (for leave-one-out)."""
@@ -125,6 +139,8 @@ class Engine:
         document = {"name": self.name, "framework": self.framework, "fit": list(self.fit)}
         if self.hardware:
             document["hardware"] = self.hardware
+        if self.roofs != DATASHEET:
+            document["roofs"] = self.roofs
         if self.priors:
             document["priors"] = dict(self.priors)
         if self.prior_sources:
@@ -133,7 +149,11 @@ class Engine:
             document[name] = {"value": getattr(self, name), "unit": unit, "bounds": [low, high], "what": what,
                               "pinned_by": self.pinned_by.get(name, "the ideal bound" if getattr(self, name) ==
                                                               getattr(IDEAL, name) else "a prior: nothing fitted")}
-        document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, 1.0],
+        for name in EFFICIENCIES:
+            document[name]["bounds"] = [0.0, self.fraction_high]
+            if self.roofs == KERNEL:
+                document[name]["what"] = document[name]["what"].replace("the datasheet", "the device's kernel roof:")
+        document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, self.fraction_high],
                                      "pinned_by": self.pinned_by.get(f"{QUANTIZED}.{fmt}", "")}
                                for fmt, v in self.quantized_efficiency.items()}
         if self.harness_fit:
@@ -158,14 +178,19 @@ def with_values(engine: Engine, names: list[str], values) -> Engine:
     return replace(engine, quantized_efficiency=quantized, **plain)
 
 
-def validate(who: str, values: dict, quantized: dict, hardware: str) -> None:
+def validate(who: str, values: dict, quantized: dict, hardware: str, roofs: str = DATASHEET) -> None:
     """Every parameter a number in its physical range; `hardware` a device the project knows."""
+    if roofs not in (DATASHEET, KERNEL):
+        raise ValueError(f"{who}: roofs {roofs!r} is unknown; use '{KERNEL}' (efficiencies of the device's kernel "
+                         f"roofs, data/kernel_roofs.json) or '{DATASHEET}' (of its datasheet)")
+    high = FRACTION_HIGH_KERNEL if roofs == KERNEL else 1.0
     for name, value in values.items():
         if value is None and name in NONE_ALLOWED:
             continue
-        check(who, name, value, *PARAMETERS[name])
+        unit, low, top, what = PARAMETERS[name]
+        check(who, name, value, unit, low, high if name in EFFICIENCIES else top, what)
     for fmt, value in quantized.items():
-        check(who, f"{QUANTIZED}.{fmt}", value, "fraction", 0.0, 1.0, f"of bandwidth_efficiency a {fmt} GEMV streams at")
+        check(who, f"{QUANTIZED}.{fmt}", value, "fraction", 0.0, high, f"of bandwidth_efficiency a {fmt} GEMV streams at")
     known = bundled_hardware()
     if not isinstance(hardware, str) or hardware not in ("", MEASURED, *known):
         raise ValueError(f"{who}: hardware {hardware!r} is not a bundled device; use one of {', '.join(known)}, "
@@ -241,7 +266,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
         if note:
             pinned[f"{QUANTIZED}.{fmt}"] = note
     hardware = raw.get("hardware") or ""
-    validate(who, values, quantized, hardware)
+    roofs = raw.get("roofs") or DATASHEET
+    validate(who, values, quantized, hardware, roofs)
     fit = raw.get("fit") or []
     if not isinstance(fit, list) or [n for n in fit if n not in PARAMETERS and not str(n).startswith(QUANTIZED + ".")]:
         raise ValueError(f"{who}: fit must list parameters to fit, among {', '.join(PARAMETERS)} or "
@@ -261,7 +287,7 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
                   memory=memory_from_document(raw.get("memory"), who),
-                  scheduler=scheduler_from_document(raw.get("scheduler"), who), **values)
+                  scheduler=scheduler_from_document(raw.get("scheduler"), who), roofs=roofs, **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

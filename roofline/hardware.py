@@ -64,13 +64,17 @@ class Hardware:
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for a matmul in `dtype`, falling back to the next wider unit (never a narrower
         one: an fp8-only file would price bf16 matmuls 2x optimistic)."""
+        return self.peak_flops[self.peak_dtype(dtype)]
+
+    def peak_dtype(self, dtype: str) -> str:
+        """The dtype whose units run a `dtype` matmul here: itself, or the next wider one the device has."""
         seen = dtype
         while dtype is not None:
             if dtype in self.peak_flops:
-                return self.peak_flops[dtype]
+                return dtype
             dtype = FALLBACK[dtype]
         if seen == "fp16" and "bf16" in self.peak_flops:  # same tensor-core rate on every listed part
-            return self.peak_flops["bf16"]
+            return "bf16"
         listed = ", ".join(sorted(self.peak_flops)) or "none"
         # unknown peaks stay missing (data/HARDWARE.md): never guessed
         raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen} matmuls, nor a wider unit's "
@@ -230,7 +234,8 @@ def load_hardware(name_or_path: str | Hardware) -> Hardware:
 # which (torch's always does), a bare "A100" matches none rather than a guess.
 GPU_NAMES = ((("A100", "80GB"), "a100-80gb"), (("A100", "40GB"), "a100-40gb"), (("H100", "PCIe"), "h100-pcie"),
              (("H100",), "h100-sxm"), (("H200",), "h200"), (("L40S",), "l40s"), (("A10G",), "a10g"), (("L4",), "l4"),
-             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("B200",), "b200"))
+             (("4090",), "rtx-4090"), (("MI300X",), "mi300x"), (("GB300",), "gb300"), (("GB200",), "gb200"),
+             (("B300",), "b300"), (("B200",), "b200"))  # GB before B: "GB200" holds "B200"
 
 
 def hardware_id_for_gpu(name: str) -> str | None:

@@ -128,7 +128,7 @@ def test_every_engine_parameter_a_decode_step_reads_is_one_term_of_the_gap():
     from roofline.serving.gap import NOT_IN_DECODE, TERMS
     named = [p for _, fields in TERMS for p in fields]
     assert len(named) == len(set(named))  # each in one term
-    assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED}
+    assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED, "roofs"}  # roofs: what they are of
 
 
 @pytest.mark.parametrize("engine", ["tensorrt-llm", "gpt-fast", "llama.cpp", "hf-eager"])
@@ -143,7 +143,7 @@ def test_the_engine_gap_terms_are_exactly_the_steps_rows(engine):
         rows[op.term if op.group in ("tp", "overhead") else "model"] += float(np.ravel(seconds)[0])
     for op, seconds in zip(ideal.ops, ideal.time_s):
         rows[op.term if op.group in ("tp", "overhead") else "model"] -= float(np.ravel(seconds)[0])
-    kernel_terms = ("efficiency", "corner", "GQA re-reads", "quantized kernels")
+    kernel_terms = ("kernel roofs", "efficiency", "corner", "GQA re-reads", "quantized kernels")
     row_terms = {"overhead.layers": "launch", "overhead.step": "host", "tp.all-reduce": "collectives"}
     assert set(rows) - {"model"} <= set(row_terms)  # a new kind of row must get a term of its own
     assert gap[list(kernel_terms)].sum() == pytest.approx(rows["model"], rel=1e-9)

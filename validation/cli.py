@@ -247,7 +247,32 @@ def report(result, document: dict, out: Path) -> str:
     return "\n".join(lines)
 
 
+def add_fit_roofs_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default=None, help="where to write (default: data/kernel_roofs.json)")
+    parser.add_argument("--check", action="store_true", help="write nothing: exit 1 if the committed file differs")
+
+
+def run_fit_roofs(args: argparse.Namespace) -> int:
+    """Derive the device kernel roofs (H100, CPU and the stated priors) from data/measurements."""
+    from roofline.cli.engines import writable_file
+    from roofline.kernel_roofs import KERNEL_ROOFS_FILE
+
+    from .kernel_roofs_fit import derive
+
+    out = Path(args.out) if args.out else KERNEL_ROOFS_FILE
+    text = json.dumps(derive(), indent=1) + "\n"
+    if args.check:
+        same = out.is_file() and out.read_text() == text
+        print(f"{out}: {'as derived' if same else 'differs from what the measurements give'}")
+        return 0 if same else 1
+    writable_file("--out", out)
+    out.write_text(text)
+    print(f"{out}: kernel roofs of h100-sxm and cpu (measured) and their priors")
+    return 0
+
+
 COMMANDS = [("validate", add_validate_arguments, run_validate), ("fit", add_fit_arguments, run_fit),
+            ("fit-roofs", add_fit_roofs_arguments, run_fit_roofs),
             *serve_cli.COMMANDS]
 
 

@@ -9,13 +9,14 @@ import argparse
 import importlib
 import sys
 
-from . import analyze, engines, plan, report, serving
+from . import analyze, engines, plan, report, roofs, serving
 
 # Each module lists COMMANDS = [(name, add_arguments(parser), run(args) -> int)].
-MODULES = (analyze, report, serving, engines, plan)
-HARNESS = "validation.cli"  # its COMMANDS: validate, fit, serve-bench, serve-score
+MODULES = (analyze, report, serving, engines, plan, roofs)
+HARNESS = "validation.cli"  # its COMMANDS: validate, fit, fit-roofs, serve-bench, serve-score
 HARNESS_COMMANDS = {"validate": "Measure a real batched torch decode on this device (the validation harness).",
                     "fit": "Fit an engine profile's roofs to measured CSVs (the validation harness).",
+                    "fit-roofs": "Derive the device kernel roofs from the kernel measurements (the harness).",
                     "serve-bench": "Serve Poisson traffic with a real continuous-batching torch server (the harness).",
                     "serve-score": "Score the simulator against serve-bench's measured requests (the harness)."}
 

@@ -63,17 +63,18 @@ def get(engine: Engine, name: str) -> float:
     return value
 
 
-def variable_bounds(name: str) -> tuple[float, float]:
+def variable_bounds(name: str, fraction_high: float = 1.0) -> tuple[float, float]:
+    """fraction_high: 1 for fractions of a datasheet roof; Engine.fraction_high for factors over a kernel roof."""
     kind = unit(name)
     if kind == "s":
         return np.log10(LATENCY_FLOOR_S), np.log10(PARAMETERS[name][2])
     if kind == "p":
         return 0.0, 1.0  # 1/p
-    return (FRACTION_FLOOR if kind == "fraction" else 0.0), 1.0
+    return (FRACTION_FLOOR if kind == "fraction" else 0.0), (fraction_high if kind == "fraction" else 1.0)
 
 
-def to_variable(name: str, value: float) -> float:
-    low, high = variable_bounds(name)
+def to_variable(name: str, value: float, fraction_high: float = 1.0) -> float:
+    low, high = variable_bounds(name, fraction_high)
     kind = unit(name)
     x = np.log10(max(value, LATENCY_FLOOR_S)) if kind == "s" else 1 / value if kind == "p" else value
     return float(min(max(x, low), high))
@@ -98,9 +99,10 @@ def fit(prior: Engine, names: list[str], log_errors: Callable[[Engine], np.ndarr
     finite-difference step relative to each variable (None: scipy's ~1e-8), larger where the errors come from a
     solver whose own precision is coarser (the load model's); tolerance: scipy's xtol, ftol and gtol."""
     anchor = {n: get(prior, n) for n in names} | (anchor or {})
-    centre = np.array([to_variable(n, anchor[n]) for n in names])
+    top = prior.fraction_high
+    centre = np.array([to_variable(n, anchor[n], top) for n in names])
     width = np.array([PRIOR_WIDTH[unit(n)] for n in names])
-    low, high = (np.array(b) for b in zip(*(variable_bounds(n) for n in names)))
+    low, high = (np.array(b) for b in zip(*(variable_bounds(n, top) for n in names)))
 
     def engine_at(x):
         return with_values(prior, names, [from_variable(n, v) for n, v in zip(names, x)])
@@ -110,7 +112,7 @@ def fit(prior: Engine, names: list[str], log_errors: Callable[[Engine], np.ndarr
 
     best = None
     for start in starts:
-        x0 = np.array([to_variable(n, start.get(n, get(prior, n))) for n in names])
+        x0 = np.array([to_variable(n, start.get(n, get(prior, n)), top) for n in names])
         x0 = np.clip(x0, low + 1e-9 * (high - low), high - 1e-9 * (high - low))  # strictly inside, as trf needs
         result = least_squares(residual, x0, bounds=(low, high), loss=loss, f_scale=ROBUST_SCALE, method="trf",
                                xtol=tolerance, ftol=tolerance, gtol=tolerance, diff_step=diff_step)

@@ -1,6 +1,8 @@
 """Why an engine's decode step is slower than the ideal bound, as a sum of named terms.
 
 Priced once per term through the one step pricer, each time switching on the next part of the engine profile:
+  kernel roofs       the device's own kernels for these dtypes (roofline/kernel_roofs.py), on an engine whose
+                     efficiencies are relative to them (`roofs: kernel`; zero on a datasheet profile)
   efficiency         its kernels' fractions of the roofs (16-bit GEMVs, GEMMs, attention)
   corner             its kernels overlapping compute and memory less than the sharp roofline's max
   GQA re-reads       its attention reading a GQA group's K/V again for each query head
@@ -22,7 +24,8 @@ from ..deployment import Deployment
 from ..engine import IDEAL, QUANTIZED
 from ..model import DECODE, decode_context
 
-TERMS = (("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
+TERMS = (("kernel roofs", ("roofs",)),
+         ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)), ("collectives", ("allreduce_latency_s",)))

@@ -86,8 +86,11 @@ class LoadModel:
             whole(name, value, note=" tokens")
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy
         self.table = StepTable(d, float(policy.token_budget))
-        self.decode_attention = self.table.decode_attention_per_sequence(self.P + self.G / 2)
         self._prefill_attention: dict = {}
+
+    def decoders_attention(self, n):
+        """`n` decoders' attention at the mean context (StepTable.decode_attention)."""
+        return self.table.decode_attention(n, self.P + self.G / 2)
 
     def prefill_attention(self, chunks: np.ndarray) -> np.ndarray:
         """A prompt's prefill attention cut into `chunks` equal chunks (the pricer's, per distinct count)."""
@@ -111,7 +114,7 @@ class LoadModel:
         per_prompt = self.prefill_attention(k) / P
 
         def carrying(tokens, prompts):  # tokens of prefill from `prompts` prompts beside the n decoders
-            return self.table.dense(n + prompts, n + tokens) + n * self.decode_attention + tokens * per_prompt
+            return self.table.dense(n + prompts, n + tokens) + self.decoders_attention(n) + tokens * per_prompt
 
         out = {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)), "chunks": k,
                "room": room, "phi": phi, "q": q, "prefill_tokens": prefill_tokens}
@@ -171,7 +174,7 @@ class LoadModel:
     def solve(self, rate) -> tuple[np.ndarray, np.ndarray]:
         """(mean step τ̄, whether a steady state exists) at each rate: τ̄ = steps(rate, τ̄), bisected in log τ̄."""
         rate = np.asarray(rate, dtype=float)
-        low = np.full(rate.shape, float(self.table.dense(1.0, 1.0) + self.decode_attention))
+        low = np.full(rate.shape, float(self.table.dense(1.0, 1.0) + self.decoders_attention(1.0)))
         # the largest τ̄ the budget and the batch cap allow at this rate
         per_request = self.P + self.G - 1
         high = np.minimum(self.policy.token_budget / (rate * per_request),
@@ -244,7 +247,7 @@ class LoadModel:
         decoders = budget * (G - 1) / (P + G - 1)
         prefill = budget - decoders
         k = math.ceil(P / max(prefill, 1.0))
-        full = (float(self.table.dense(decoders + prefill * k / P, budget)) + decoders * self.decode_attention
+        full = (float(self.table.dense(decoders + prefill * k / P, budget)) + float(self.decoders_attention(decoders))
                 + prefill * float(self.prefill_attention(np.array([k]))[0]) / P)
         return budget / ((P + G - 1) * full)
 

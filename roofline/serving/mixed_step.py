@@ -20,6 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from ..deployment import Deployment
+from ..engine import KERNEL
 from ..model import QUERIES
 
 HEAD_GROUP = "head"  # the final norm and the LM head: one row a sequence under logits='last'
@@ -106,6 +107,22 @@ class StepTable:
         """Seconds of the dense rows over `tokens` tokens from `sequences` sequences (linear between grid points)."""
         body, head = self._body_and_head
         return np.interp(tokens, self.grid, body) + np.interp(sequences, self.grid, head)
+
+    def decode_attention(self, decoders, context: float):
+        """`decoders` decoders' attention at `context` keys: B times one's on datasheet roofs (linear in B); on kernel
+        roofs the attention roof depends on the bytes all B read (roofline.kernel_roofs), so the pricer's own values
+        on the sequences grid, linear between its points."""
+        if self.deployment.engine.roofs != KERNEL:
+            return decoders * self.decode_attention_per_sequence(context)
+        if context not in self._attention_by_sequences:
+            points = np.maximum(self.grid, 1.0)
+            seconds = np.broadcast_to(attention_seconds(self.deployment, points, 1.0, float(context)), points.shape)
+            self._attention_by_sequences[context] = np.where(self.grid == 0, 0.0, seconds)
+        return np.interp(decoders, self.grid, self._attention_by_sequences[context])
+
+    @cached_property
+    def _attention_by_sequences(self) -> dict:
+        return {}
 
     def decode_attention_per_sequence(self, context: float) -> float:
         """One decoder's attention at `context` keys: the attention of B decoders is B times it (their
