@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from ..engine import QUANTIZED, known_engines, load_engine
-from ..fitting.published_serving import predict, read_serving_rows
+from ..fitting.published_serving import predict, read_serving_rows, read_serving_table
 from ..fitting.serving_fit import SPLITS, fit_serving, priced, serving_accuracy, summary
 from ..scheduler import DEFAULT_SCHEDULER
 
@@ -80,7 +80,8 @@ def serving_profiles() -> dict[str, str]:
 
 
 def run_held_out(path: Path, as_json: bool) -> int:
-    rows, skipped = read_serving_rows(path)
+    read = read_serving_table(path)
+    rows, left_out = read.rows, read.left_out
     profiles = serving_profiles()
     report = {}
     for backend in sorted({r.backend for r in rows}):
@@ -90,11 +91,12 @@ def run_held_out(path: Path, as_json: bool) -> int:
         report[backend] = {"engine": profiles[backend],
                            **serving_accuracy(load_engine(profiles[backend]), [r for r in rows if r.backend == backend])}
     if as_json:
-        print(json.dumps({"file": path.name, "rows": len(rows), "left_out": skipped, "targets": TARGETS,
-                          "backends": report}, indent=2))
+        print(json.dumps({"file": path.name, "rows": len(rows), "left_out": sum(left_out.values()),
+                          "left_out_by_reason": left_out, "targets": TARGETS, "backends": report}, indent=2))
         return 0
-    print(f"{path.name}: {len(rows)} aggregated rows ({skipped} left out: model not bundled, or a layout or format "
-          "not modelled); |predicted / measured - 1| median / p90 under the load model")
+    reasons = ", ".join(f"{reason} {count}" for reason, count in left_out.items())
+    print(f"{path.name}: {len(rows)} aggregated rows ({sum(left_out.values())} left out, by reason: {reasons}); "
+          "|predicted / measured - 1| median / p90 under the load model")
     print("  targets, leave-one-model-out: " + ", ".join(
         f"{m.upper()} {t['median']:.0%} / {t['p90']:.0%}" for m, t in TARGETS.items()))
     for backend, r in report.items():
