@@ -125,6 +125,17 @@ def _object(raw, where: str, shape: str) -> dict:
     return raw
 
 
+def _link(raw: dict, hw_id: str, key: str, sources: dict, shape: str) -> tuple:
+    """A link's (bytes_per_s, latency_s), each None when absent; its bandwidth's source goes into `sources[key]`."""
+    link = _object(raw.get(key), f"hardware {hw_id!r} {key}", shape)
+    bandwidth, latency = None, None
+    if link.get("bytes_per_s") is not None:
+        bandwidth, sources[key] = _value(link["bytes_per_s"], f"hardware {hw_id!r} {key}.bytes_per_s")
+    if link.get("latency_s") is not None:
+        latency, _ = _value(link["latency_s"], f"hardware {hw_id!r} {key}.latency_s")
+    return bandwidth, latency
+
+
 def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
     if not isinstance(raw, dict):
         raise ValueError(f"hardware {hw_id!r}: entry must be an object of fields, got {raw!r}; fix: key the file by a "
@@ -139,20 +150,10 @@ def hardware_from_dict(hw_id: str, raw: dict) -> Hardware:
     for dtype, entry in _object(raw.get("peak_flops"), f"hardware {hw_id!r} peak_flops",
                                 '{"bf16": 9.89e14, "fp8": 1.979e15} (dense FLOP/s per dtype)').items():
         peaks[dtype], sources[f"peak_flops.{dtype}"] = _value(entry, f"hardware {hw_id!r} peak_flops.{dtype}")
-    link = _object(raw.get("interconnect"), f"hardware {hw_id!r} interconnect",
-                   '{"bytes_per_s": 4.5e11, "latency_s": 1e-5} (per GPU, per direction)')
-    link_bw, link_lat = None, None
-    if link.get("bytes_per_s") is not None:
-        link_bw, sources["interconnect"] = _value(link["bytes_per_s"], f"hardware {hw_id!r} interconnect.bytes_per_s")
-    if link.get("latency_s") is not None:
-        link_lat, _ = _value(link["latency_s"], f"hardware {hw_id!r} interconnect.latency_s")
-    network = _object(raw.get("network"), f"hardware {hw_id!r} network",
-                      '{"bytes_per_s": 5e10, "latency_s": 5e-6} (per GPU, per direction, between nodes)')
-    net_bw, net_lat = None, None
-    if network.get("bytes_per_s") is not None:
-        net_bw, sources["network"] = _value(network["bytes_per_s"], f"hardware {hw_id!r} network.bytes_per_s")
-    if network.get("latency_s") is not None:
-        net_lat, _ = _value(network["latency_s"], f"hardware {hw_id!r} network.latency_s")
+    link_bw, link_lat = _link(raw, hw_id, "interconnect", sources, '{"bytes_per_s": 4.5e11, "latency_s": 1e-5} '
+                              '(per GPU, per direction)')
+    net_bw, net_lat = _link(raw, hw_id, "network", sources, '{"bytes_per_s": 5e10, "latency_s": 5e-6} '
+                            '(per GPU, per direction, between nodes)')
     per_node = None
     if raw.get("gpus_per_node") is not None:
         per_node, sources["gpus_per_node"] = _value(raw["gpus_per_node"], f"hardware {hw_id!r} gpus_per_node")

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .userfile import sourced_section
+
 TOTAL, FREE = "total", "free"
 RULES = (TOTAL, FREE)
 # The runtime's own bytes: the CUDA context alone is ~0.5 GiB on Hopper under CUDA 12 (it holds the kernels
@@ -76,20 +78,9 @@ def memory_from_document(raw, where: str) -> KvMemory:
     """The `memory:` section of an engine file (absent: the ideal bound's)."""
     if raw is None:
         return IDEAL_MEMORY
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: memory must be a mapping (rule, fraction, block_tokens, reserve_bytes)")
-    unknown = sorted(str(k) for k in set(raw) - {"rule", "fraction", "block_tokens", "reserve_bytes"})
-    if unknown:
-        raise ValueError(f"{where}: memory has unknown keys {unknown}; use rule, fraction, block_tokens, reserve_bytes")
-    values, sources = {}, {}
-    for name in ("fraction", "block_tokens", "reserve_bytes"):
-        entry = raw.get(name)
-        if entry is None:
-            continue
-        values[name] = entry.get("value") if isinstance(entry, dict) else entry
-        if isinstance(entry, dict) and entry.get("source"):
-            sources[name] = str(entry["source"])
+    values, sources = sourced_section(raw, where, "memory", ("fraction", "block_tokens", "reserve_bytes"),
+                                      plain=("rule",))
     try:
-        return KvMemory(rule=raw.get("rule", FREE), sources=sources, **values)
+        return KvMemory(sources=sources, **values)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .sharding import whole
+from .userfile import sourced_section
+
 KEYS = ("token_budget", "max_sequences")
 
 
@@ -21,9 +24,7 @@ class Scheduler:
 
     def __post_init__(self):
         for name in KEYS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"scheduler.{name}: must be a whole number >= 1, got {value!r}")
+            whole(f"scheduler.{name}", getattr(self, name))
         if self.token_budget <= self.max_sequences:
             raise ValueError(f"scheduler.token_budget: {self.token_budget} tokens cannot carry max_sequences "
                              f"{self.max_sequences} decoders and a prefill chunk; fix: a budget above max_sequences")
@@ -42,19 +43,7 @@ def scheduler_from_document(raw, where: str) -> Scheduler:
     """The `scheduler:` section of an engine file (absent: DEFAULT_SCHEDULER)."""
     if raw is None:
         return DEFAULT_SCHEDULER
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: scheduler must be a mapping ({', '.join(KEYS)})")
-    unknown = sorted(str(k) for k in set(raw) - set(KEYS))
-    if unknown:
-        raise ValueError(f"{where}: scheduler has unknown keys {unknown}; use {', '.join(KEYS)}")
-    values, sources = {}, {}
-    for name in KEYS:
-        entry = raw.get(name)
-        if entry is None:
-            continue
-        values[name] = entry.get("value") if isinstance(entry, dict) else entry
-        if isinstance(entry, dict) and entry.get("source"):
-            sources[name] = str(entry["source"])
+    values, sources = sourced_section(raw, where, "scheduler", KEYS)
     try:
         return Scheduler(sources=sources, **values)
     except ValueError as err:

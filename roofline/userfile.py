@@ -56,3 +56,27 @@ def parse_yaml(content: str | bytes, where: str, fix: str) -> object:
     if _deeper_than(document, MAX_DEPTH):
         raise ValueError(f"{where}: YAML nested more than {MAX_DEPTH} levels deep; fix: {fix}")
     return document
+
+
+def sourced_section(raw: dict, where: str, section: str, keys: tuple, plain: tuple = ()) -> tuple[dict, dict]:
+    """An engine file's section of `{value, source}` entries (a bare value is taken too) as (values, sources).
+
+    `keys` are the sourced entries, `plain` the keys taken as they stand (a rule's name); anything else is refused
+    in one line naming the section and the keys it holds.
+    """
+    allowed = (*plain, *keys)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: {section} must be a mapping ({', '.join(allowed)})")
+    unknown = sorted(str(k) for k in set(raw) - set(allowed))
+    if unknown:
+        raise ValueError(f"{where}: {section} has unknown keys {unknown}; use {', '.join(allowed)}")
+    values = {name: raw[name] for name in plain if raw.get(name) is not None}
+    sources = {}
+    for name in keys:
+        entry = raw.get(name)
+        if entry is None:
+            continue
+        values[name] = entry.get("value") if isinstance(entry, dict) else entry
+        if isinstance(entry, dict) and entry.get("source"):
+            sources[name] = str(entry["source"])
+    return values, sources

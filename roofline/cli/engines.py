@@ -6,11 +6,11 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 
-from ..engine import ENGINES_DIR, QUANTIZED, load_engine
+from ..engine import ENGINES_DIR, load_engine
 from ..fitting.engine_fit import accuracy, fit_profile, leave_one_out, summary
 from ..fitting.published import PUBLISHED, errors, read_rows, rows_for
+from .profile_file import fitted_document, write_profile
 
 
 # What `--calibration NAME` named before calibrations became engine profiles ('default': the one transferable fit).
@@ -78,23 +78,10 @@ def run_fit(args: argparse.Namespace) -> int:
     result = fit_profile(prior, rows, list(prior.fit), f"{len(rows)} rows of {Path(args.file).name} "
                                                        f"(lines {', '.join(str(r.line) for r in rows)})")
     fitted = result.engine
-    document = fitted.as_document()
-    for name, pinned in result.ranges.items():
-        entry = document[QUANTIZED][name.split(".", 1)[1]] if name.startswith(QUANTIZED + ".") else document[name]
-        entry["range_68"] = [pinned.low, pinned.high]
-        if pinned.weak:
-            entry["weakly_pinned"] = "the rows trade it against other parameters: its prior still matters"
-            print(f"roofline fit-engine: warning: the rows pin {name} only weakly (68% range {pinned.low:.4g} to "
-                  f"{pinned.high:.4g}); its prior {fitted.priors.get(name)!r} still matters", file=sys.stderr)
+    document = fitted_document(result)
     document["accuracy"] = {"in_sample": summary(rows, errors(rows, fitted)),
                             "leave_one_out": summary(rows, leave_one_out(fitted, rows, list(prior.fit)))}
-    text = yaml.safe_dump(document, sort_keys=False)
-    if args.out:
-        Path(args.out).write_text(text)
-        print(f"{args.out}: {len(rows)} rows, fitted {', '.join(prior.fit)}")
-    else:
-        print(text)
-    return 0
+    return write_profile(document, args.out, f"{len(rows)} rows, fitted {', '.join(prior.fit)}")
 
 
 def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:

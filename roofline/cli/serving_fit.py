@@ -7,12 +7,12 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 
-from ..engine import QUANTIZED, known_engines, load_engine
+from ..engine import known_engines, load_engine
 from ..fitting.published_serving import predict, read_serving_rows, read_serving_table
 from ..fitting.serving_fit import SPLITS, fit_serving, priced, serving_accuracy, summary
 from ..scheduler import DEFAULT_SCHEDULER
+from .profile_file import fitted_document, write_profile
 
 # Issue 23's targets, leave-one-model-out: |predicted / measured - 1| median and p90 per metric.
 TARGETS = {"tpot": {"median": 0.10, "p90": 0.25}, "ttft": {"median": 0.15, "p90": 0.35}}
@@ -44,12 +44,7 @@ def run_serving_fit(args: argparse.Namespace) -> int:
     versions = sorted({r.hardware for r in rows})
     note = f"{len(rows)} aggregated {prior.framework} rows of {path.name} ({', '.join(versions)}), under the load model"
     result = fit_serving(prior, rows, list(prior.fit), note)
-    document = result.engine.as_document()
-    for name, pinned in result.ranges.items():
-        entry = document[QUANTIZED][name.split(".", 1)[1]] if name.startswith(QUANTIZED + ".") else document[name]
-        entry["range_68"] = [pinned.low, pinned.high]
-        if pinned.weak:
-            entry["weakly_pinned"] = "the rows trade it against other parameters: its prior still matters"
+    document = fitted_document(result)
     if result.engine.request_overhead_s > PLAUSIBLE_REQUEST_S:
         document["request_overhead_s"]["pinned_by"] += (
             f"; above {PLAUSIBLE_REQUEST_S * 1e3:.0f} ms it is not a request's cost: it stands in for the rows' TTFT "
@@ -59,13 +54,7 @@ def run_serving_fit(args: argparse.Namespace) -> int:
               "TTFT term", file=sys.stderr)
     document["serving_accuracy"] = {"in_sample": summary(rows, predict(rows, result.engine)),
                                     "command": f"roofline fit-engine --serving {path.name} --engine {prior.name}"}
-    text = yaml.safe_dump(document, sort_keys=False)
-    if args.out:
-        Path(args.out).write_text(text)
-        print(f"{args.out}: {len(rows)} rows, fitted {', '.join(prior.fit)}")
-    else:
-        print(text)
-    return 0
+    return write_profile(document, args.out, f"{len(rows)} rows, fitted {', '.join(prior.fit)}")
 
 
 def serving_profiles() -> dict[str, str]:
