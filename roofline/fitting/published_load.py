@@ -186,17 +186,21 @@ def predict(rows: list[LoadRow]) -> np.ndarray:
 
 
 def scores(rows: list[LoadRow], predicted: np.ndarray) -> dict:
-    """Per metric family: rows, rows priced, median and p90 of |predicted / measured - 1|, and the bias
-    (median of predicted / measured - 1: above 0, too fast for throughput, too slow for a time)."""
+    """Per engine profile and metric family ("tensorrt-llm: offline throughput"): rows, rows priced, median and p90
+    of |predicted / measured - 1|, and the bias (median of predicted / measured - 1: above 0, too fast for a
+    throughput, too slow for a time)."""
+    measured = np.array([r.value for r in rows])
     report = {}
-    for metric, family in METRICS.items():
-        chosen = np.array([r.metric == metric for r in rows], dtype=bool)
-        if not chosen.any():
-            continue
-        error = predicted[chosen] / np.array([r.value for r in rows])[chosen] - 1
-        error = error[np.isfinite(error)]
-        report[family] = {"n": int(chosen.sum()), "priced": int(error.size),
-                          "median": float(np.median(np.abs(error))) if error.size else None,
-                          "p90": float(np.percentile(np.abs(error), 90)) if error.size else None,
-                          "bias": float(np.median(error)) if error.size else None}
+    for engine in sorted({r.engine for r in rows}):
+        for metric, family in METRICS.items():
+            chosen = np.array([r.engine == engine and r.metric == metric for r in rows], dtype=bool)
+            if not chosen.any():
+                continue
+            error = predicted[chosen] / measured[chosen] - 1
+            error = error[np.isfinite(error)]
+            report[f"{engine}: {family}"] = {
+                "n": int(chosen.sum()), "priced": int(error.size),
+                "median": float(np.median(np.abs(error))) if error.size else None,
+                "p90": float(np.percentile(np.abs(error), 90)) if error.size else None,
+                "bias": float(np.median(error)) if error.size else None}
     return report
