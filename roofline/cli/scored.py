@@ -45,11 +45,11 @@ def run_transfer(path: Path, as_json: bool) -> int:
     left = ", ".join(f"{why} {n}" for why, n in result["left_out"].items())
     targets = ", ".join(f"{m.upper()} {t['median']:.0%} / {t['p90']:.0%}" for m, t in result["targets"].items())
     print(f"{path.name}: {result['rows']} Blackwell aggregated rows priced with the Hopper-fitted profiles (left out: "
-          f"{left}); |predicted / measured - 1| median / p90, bias; targets {targets}")
+          f"{left}); |predicted / measured - 1| median / p90 (bias: median of predicted / measured - 1); targets {targets}")
     for backend, r in result["backends"].items():
         for system, s in r["systems"].items():
             cells = "  ".join(f"{m.upper()} {_cell(s[m])}" for m in ("ttft", "tpot"))
-            print(f"  {backend:7s} ({r['engine']:14s}) {system:6s} n={s['rows']:4d}  {cells}")
+            print(f"  {backend:7s} ({r['engine']:14s}) {system:6s} n={s['rows']:4d} priced {s['tpot']['n']:4d}  {cells}")
     return 0
 
 
