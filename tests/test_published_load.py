@@ -43,7 +43,7 @@ def test_the_shipped_files_are_read_or_left_out_by_reason():
     assert len(counts["trtllm-perf-overview.csv"].rows) == 113
     assert len(counts["sglang-benchmarks.csv"].rows) == 20
     # MLPerf's logs state no prompt length (OpenOrca's mean is not in them): every row left out, by that reason
-    assert not counts["mlperf.csv"].rows and counts["mlperf.csv"].left_out["prompt"] == 12
+    assert not counts["mlperf.csv"].rows and counts["mlperf.csv"].left_out["length"] == 12
     engines = {r.engine for r in counts["trtllm-perf-overview.csv"].rows}
     assert engines == {"tensorrt-llm", "tensorrt-llm-1"}
     b200 = [r for r in counts["trtllm-perf-overview.csv"].rows if r.hardware == "b200"]
@@ -53,7 +53,7 @@ def test_the_shipped_files_are_read_or_left_out_by_reason():
 def test_sharegpt_rows_take_the_datasets_mean_prompt_and_others_unstated_are_left_out(tmp_path):
     path = write(tmp_path, line(prompt="~prompt (unstated; ShareGPT)"), line(prompt="~prompt (unstated; OpenOrca)"))
     read = read_load_rows(path)
-    assert [r.prompt for r in read.rows] == [SHAREGPT_PROMPT] and read.left_out["prompt"] == 1
+    assert [r.prompt for r in read.rows] == [SHAREGPT_PROMPT] and read.left_out["length"] == 1
 
 
 def test_a_server_rows_throughput_is_its_rate_times_output_per_gpu_and_nan_past_saturation(tmp_path):
@@ -95,5 +95,5 @@ def test_accuracy_load_prints_a_section_for_the_file(tmp_path, capsys):
     assert main(["accuracy", str(path), "--load", "--json"]) == 0
     import json
     report = json.loads(capsys.readouterr().out)["rows.csv"]
-    assert report["rows"] == 1 and report["left_out"]["prompt"] == 1
+    assert report["rows"] == 1 and report["left_out"]["length"] == 1
     assert report["scores"]["vllm: offline throughput"]["priced"] == 1

@@ -14,8 +14,9 @@ takes no 4-bit activations, so Blackwell's FP4 tensor cores, 2x the fp8 rate, ar
 `unstated` is 16-bit (as serving_rows).
 Lengths: a stated number is every request's; ShareGPT's unstated prompt is SHAREGPT_PROMPT, its unstated
 output the same README's offline mean (SHAREGPT_OUTPUT). Other unstated prompts (MLPerf's OpenOrca) are left out.
-Left out, counted by reason (REASONS): gpu (no bundled device), format, prompt (length unstated), kv (the
-engine's pool holds no sequence).
+Left out, counted by reason (REASONS): gpu (no bundled device), format, length (a prompt or output length
+unstated). Read but not priced (NaN, outside `priced` in the scores): a rate past the model's saturation, a KV pool
+holding no sequence.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ LOAD_FILES = tuple(DATA_DIR / "published" / name for name in
 METRICS = {"offline_output_tokens_per_s_per_gpu": "offline throughput",
            "server_output_tokens_per_s_per_gpu": "server throughput",
            "server_median_ttft": "server TTFT", "server_median_tpot": "server TPOT"}
-REASONS = ("gpu", "format", "prompt", "kv")
+REASONS = ("gpu", "format", "length")
 # ShareGPT through a benchmark's sampler (prompts < 1024 tokens, prompt + output < 2048) with a Llama-3 tokenizer:
 # 229,711 prompt tokens over 1,000 requests (vllm-project/vllm pull 18566, `vllm bench serve` on
 # Llama-3.1-8B-Instruct, ShareGPT_Vicuna_unfiltered): a mean of 230. SGLang's sampler filters alike.
@@ -113,7 +114,10 @@ def _row(raw: dict, path: Path, line: int) -> LoadRow | str:
     if engine is None:
         raise ValueError(f"{where}: framework {raw['framework']!r} names no bundled engine; fix: start it with "
                          "TensorRT-LLM <version>, SGLang or vLLM")
-    load_model(raw["model"].strip())  # a stem of data/models; a bad one raises naming it
+    try:  # a stem of data/models
+        load_model(raw["model"].strip())
+    except ValueError as err:
+        raise ValueError(f"{where}: model {raw['model'].strip()!r}: {err}") from None
     hardware = hardware_id_for_gpu(re.sub(r"(\d)G\b", r"\1GB", raw["gpu"]))  # "A100 80G" is the 80GB part
     if hardware is None:
         return "gpu"
@@ -124,7 +128,7 @@ def _row(raw: dict, path: Path, line: int) -> LoadRow | str:
     prompt = _length(raw["input_len"], SHAREGPT_PROMPT, path, line, "input_len")
     gen = _length(raw["output_len"], SHAREGPT_OUTPUT, path, line, "output_len")
     if prompt is None or gen is None:
-        return "prompt"
+        return "length"
     batch = raw["batch"].strip()
     rate = RATE.fullmatch(batch)
     if batch != "max" and rate is None:
