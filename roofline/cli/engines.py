@@ -95,12 +95,24 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
                              "each backend's profile in sample, leave-one-model-out and leave-one-device-out; with "
                              "--engine, that engine on every row, its offline estimates before and the load model after, "
                              "then the disaggregated rows as two pools")
+    parser.add_argument("--transfer", action="store_true",
+                        help="with --serving: score the file's Blackwell rows (AIConfigurator's silicon_sample.csv) "
+                             "with the Hopper-fitted vllm, sglang and tensorrt-llm-1 profiles; nothing is fitted")
+    parser.add_argument("--load", action="store_true",
+                        help="score the public rows measured under load (data/published/trtllm-perf-overview.csv, "
+                             "mlperf.csv, sglang-benchmarks.csv, or the FILE given) with the load model, a section a file")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
     """Median and p90 of |predicted / measured - 1| per family: ideal, in-sample and leave-one-out."""
+    if args.transfer and not args.serving:
+        raise ValueError("--transfer: score which rows? fix: --serving PATH of AIConfigurator's silicon_sample.csv "
+                         "(README, Transfer to Blackwell)")
     if args.serving:
         return run_serving_accuracy(args)
+    if args.load:
+        from .scored import run_load_accuracy
+        return run_load_accuracy(args)
     if args.plot:  # before any fit: a place the figure cannot go is known now, not after the computing
         writable_file("--plot", Path(args.plot))
     path = Path(args.file)
@@ -142,6 +154,9 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     path = Path(args.serving)
     if not path.is_file():
         raise ValueError(f"--serving: no file {str(path)!r}; fix: the path of serving-hopper.csv")
+    if args.transfer:
+        from .scored import run_transfer
+        return run_transfer(path, args.json)
     if not args.engine:
         from .serving_fit import run_held_out
         return run_held_out(path, args.json)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import csv
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -60,8 +61,9 @@ class ServingRead:
     left_out: dict
 
 
-def read_serving_table(path: Path) -> ServingRead:
-    """Every aggregated row the project can price, and the others counted by why not."""
+def read_serving_table(path: Path, read: Callable[[dict], dict | str] = read_row) -> ServingRead:
+    """Every aggregated row the project can price, and the others counted by why not (`read`: how a row reads,
+    serving_rows.read_row's Hopper rows unless told; transfer.read_blackwell_row the held-out generation's)."""
     rows, left_out = [], Counter({reason: 0 for reason in REASONS})
     with Path(path).open(newline="") as handle:
         reader = csv.DictReader(handle)
@@ -73,7 +75,7 @@ def read_serving_table(path: Path) -> ServingRead:
             if raw["mode"] != "agg":
                 continue
             try:
-                fields = read_row(raw)
+                fields = read(raw)
             except ValueError as err:
                 raise ValueError(f"{str(path)!r}: row {raw['id']!r}: {err}; fix: correct the row or drop it") from None
             if isinstance(fields, dict) and not _priceable(fields):
