@@ -23,6 +23,7 @@ from ..engine import Engine
 from ..evaluate import evaluate
 from ..hardware import DATA_DIR, GPU_NAMES, hardware_id_for_gpu
 from ..precision import Precision
+from ..sharding import shard
 
 PUBLISHED = DATA_DIR / "published" / "calibration.csv"
 FAMILIES = {"decode_tokens_per_s": "batch-1 decode", "output_throughput": "batched throughput", "ttft": "TTFT"}
@@ -105,9 +106,14 @@ def _row(raw: dict, path: Path, line: int) -> Row:
         raise ValueError(f"{where}: no value for {', '.join(short)}; fix: give every column "
                          "(data/published/README.md)")
     try:  # the model a row names, loaded here so a bad one is refused with its line
-        load_model(raw["model"].strip())
+        config = load_model(raw["model"].strip())
     except ValueError as err:
         raise ValueError(f"{where}: model {raw['model'].strip()!r}: {err}") from None
+    gpus = int(_number(raw["num_gpus"], path, line, "num_gpus", "num_gpus"))
+    try:  # the GPUs shard the model by tensor parallelism: a degree that cannot split it is refused with its line
+        shard(config, gpus)
+    except ValueError as err:
+        raise ValueError(f"{where}: num_gpus {gpus}: {err}; fix: the tensor-parallel degree the row ran") from None
     metric = raw["metric"].strip()
     if metric not in FAMILIES:
         raise ValueError(f"{where}: metric {metric!r} is not one of {', '.join(FAMILIES)}")
@@ -130,7 +136,7 @@ def _row(raw: dict, path: Path, line: int) -> Row:
         value = value / 1e3 if unit == "ms" else value
     _number(str(value), path, line, "value", metric)  # in SI: tokens/s, or seconds
     return Row(line, raw["source_url_or_repo_path"], raw["framework"], raw["model"].strip(), hardware,
-               int(_number(raw["num_gpus"], path, line, "num_gpus", "num_gpus")), precision,
+               gpus, precision,
                int(_number(raw["batch"], path, line, "batch", "batch")), prompt,
                int(_number(raw["output_len"], path, line, "output_len", "output_len")), metric, value)
 
