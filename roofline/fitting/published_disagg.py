@@ -13,11 +13,14 @@ unstated number of workers: 54 of those 248 rows repeat, to the microsecond, a d
 attention the db-dump row states; at one worker the TensorRT-LLM rows' measured throughput, C / (TTFT + (G − 1)
 TPOT), would keep one prefill worker busy up to 3.9 x over (the closed loop then queues nearly all of C). A repeat
 is counted once, as the row that states its workers.
-Concurrency: `silicon_concurrency=` where the source states it, else the decode pool's running sequences:
-batch x dp x workers (the relation every row stating both holds). A decode batch size caps each decode worker's
+Concurrency: `silicon_concurrency=` in the source; a row without it is not read. Its decode pool's running
+sequences, batch x dp x workers, equal the concurrency in every row stating both, but in the 7 rows stating none
+(Qwen3 on H100s, 4000 in, 1000 out) they are the engine's cap, not the benchmark's load: at C = 448 the vLLM
+Qwen3-32B row's measured TTFT and TPOT give 49 requests/s, 6.2 a one-GPU prefill worker, whose 4000-token prompts
+take 0.14 s each even at the fp8 tensor peak: 88% busy, an M/D/1 wait (0.5 s) alone above the measured TTFT (0.37 s). A decode batch size caps each decode worker's
 running sequences (per attention-data-parallel rank); none given, the KV pool does
 (roofline.serving.load.kv_sequences).
-Left out, counted by reason: workers not stated (or a repeat), a pool spanning nodes (tp x dp > 8: its collectives
+Left out, counted by reason: workers or concurrency not stated (or a repeat), a pool spanning nodes (tp x dp > 8: its collectives
 would cross the network, which the pricer's layouts do not model), another layout serving_rows does not read, a
 model or device not bundled, a format outside the table.
 """
@@ -121,10 +124,10 @@ def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
         if prefill is None or decode is None:
             skipped[why_p or why_d] += 1
             continue
-        concurrency = stated_concurrency(raw) if _states_concurrency(raw) else (decode.batch or 0) * decode.workers
-        if concurrency < 1:
-            skipped["no concurrency"] += 1
+        if not _states_concurrency(raw):
+            skipped["concurrency not stated"] += 1
             continue
+        concurrency = stated_concurrency(raw)
         rows.append(DisaggRow(raw["id"], raw["backend"], model, SYSTEMS[raw["system"]], precision.weights,
                               precision.experts, prefill, decode, concurrency,
                               int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,

@@ -157,6 +157,7 @@ def explain_pools(row, work, targets) -> list[str]:
     kv = float(row["prefill_deployment"].compiled.kv_cache(1.0, float(work.prompt_mean),
                                                            row["prefill_deployment"].precision.kv_bytes))
     per_worker = work.rate / row["decode_workers"]
+    handoff = row["prefill_deployment"].engine.disagg_handoff_s
     return [
         "disaggregated pools (roofline.planning.pools), the cheapest pair:",
         f"  decode  {int(row['decode_workers'])} x tp={int(row['tp'])}: the fewest workers whose TPOT at "
@@ -165,8 +166,9 @@ def explain_pools(row, work, targets) -> list[str]:
         "sequences, decode steps alone)",
         f"  prefill {int(row['prefill_workers'])} x tp={int(row['prefill_tp'])}: the fewest workers whose TTFT at "
         f"{work.rate / row['prefill_workers']:.3g} requests/s each plus the KV transfer meets "
-        f"{targets.ttft_s * 1e3:g} ms: {(row['ttft_s'] - row['kv_transfer_s']) * 1e3:.1f} ms queueing and prefill "
-        f"(alone {row['ttft_alone_s'] * 1e3:.1f} ms) + {row['kv_transfer_s'] * 1e3:.2f} ms KV = "
+        f"{targets.ttft_s * 1e3:g} ms: {(row['ttft_s'] - row['kv_transfer_s'] - handoff) * 1e3:.1f} ms queueing and "
+        f"prefill (alone {row['ttft_alone_s'] * 1e3:.1f} ms) + {handoff * 1e3:.0f} ms handoff (the engine's "
+        f"disagg_handoff_s) + {row['kv_transfer_s'] * 1e3:.2f} ms KV = "
         f"{row['ttft_s'] * 1e3:.1f} ms",
         f"  KV transfer: {kv / 1e6:.1f} MB a prefill GPU holds for a {work.prompt_mean:.0f}-token prompt, over "
         f"{row['link']} (each GPU its own port; latency as sourced, 0 where the hardware file has none)",

@@ -7,7 +7,8 @@ et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
   TTFT  = the prefill pool at λ / x a worker: the prompt's prefill S (the one pricer's prefill step, the whole
           prompt), the wait for the prompts ahead, M/D/1 (Pollaczek-Khinchine: ρ S / 2(1 − ρ), ρ = λ S / x; a
           prefill step is compute-bound, so prompts sharing a step save little), the engine's per-request cost,
-          + the KV transfer
+          + the engine's handoff (disagg_handoff_s: routing, the transfer's setup and handshake, the decode
+          worker's admission; fitted to TTFT at low load, roofline.fitting.published_disagg) + the KV transfer
   KV transfer = latency + max(bytes a prefill GPU holds, bytes a decode GPU holds) / link bandwidth: every GPU
           sends or receives its own shard on its own link (kv_cache of each pool's shard: KV heads split by tp,
           an MLA latent whole on every GPU). The link: NVLink when both pools fit one node (gpus_per_node), else
@@ -87,8 +88,9 @@ class PrefillPool:
         with np.errstate(divide="ignore", invalid="ignore"):
             wait = np.where(ok, busy * self.service_s / (2 * (1 - busy)), np.nan)
         prefill = np.where(ok, self.service_s + self.d.engine.request_overhead_s, np.nan)
-        return {"ttft_s": wait + prefill, "ttft_queue_s": wait, "ttft_prefill_s": prefill, "saturated": ~ok,
-                "busy": busy}
+        handoff = self.d.engine.disagg_handoff_s
+        return {"ttft_s": wait + prefill + handoff, "ttft_queue_s": wait, "ttft_prefill_s": prefill,
+                "handoff_s": handoff, "saturated": ~ok, "busy": busy}
 
     def saturation(self) -> float:
         """Requests/s a worker holds: one prefill at a time on each of its servers."""
@@ -164,17 +166,18 @@ class Disaggregated:
         dec = self.decode_pool.at_rate(rate / self.decode_workers, closed_loop=closed_loop)
         wait = pre["ttft_queue_s"]
         if closed_loop:  # n in flight: a request never queues behind itself (at n = 1 nothing waits)
-            alone = pre["ttft_prefill_s"] + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
+            alone = pre["ttft_prefill_s"] + pre["handoff_s"] + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
             population = rate * (alone + wait)
             wait = wait * np.clip(1 - 1 / np.maximum(population, 1.0), 0.0, 1.0)
-        ttft = pre["ttft_prefill_s"] + wait + self.transfer_s
+        ttft = pre["ttft_prefill_s"] + wait + pre["handoff_s"] + self.transfer_s
         ok = ~pre["saturated"] & ~dec["saturated"]
         nan = lambda x: np.where(ok, x, np.nan)  # noqa: E731
         e2e = ttft + (self.gen - 1) * dec["tpot_s"]
         return {"rate": rate, "saturated": ~ok, "ttft_s": nan(ttft), "tpot_s": nan(dec["tpot_s"]),
                 "e2e_s": nan(e2e), "in_flight": nan(rate * e2e), "decoders": nan(dec["decoders"]),
                 "ttft_queue_s": nan(wait), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
-                "kv_transfer_s": np.full(rate.shape, self.transfer_s)}
+                "kv_transfer_s": np.full(rate.shape, self.transfer_s),
+                "handoff_s": np.full(rate.shape, pre["handoff_s"])}
 
     def saturation(self) -> float:
         """The largest rate both pools hold (requests/s): one prefill at a time a worker, the decode pool's cap."""
