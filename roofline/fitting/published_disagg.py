@@ -10,24 +10,26 @@ data-parallel attention over the experts (Deployment ep); within one node. DeepS
 Workers: a row stating none (the InferenceMAX files, `source_file=2026-...`) is not read. Its benchmark ran an
 unstated number of workers: 54 of those 248 rows repeat, to the microsecond, a db-dump row that states them
 (1 to 5 prefill and 1 to 9 decode workers), and in half of those the layout columns also drop the data-parallel
-attention the db-dump row states; at one worker the TensorRT-LLM rows' measured throughput, C / (TTFT + (G − 1)
-TPOT), would keep one prefill worker busy up to 3.9 x over (the closed loop then queues nearly all of C). A repeat
-is counted once, as the row that states its workers.
+attention the db-dump row states. Read as one worker a pool, the TensorRT-LLM DeepSeek rows cannot hold their
+concurrency: one tp-8 decode worker's KV pool holds 89 requests of 8192 + 1024 tokens (400 of 1024 + 1024) where
+the rows run up to 768 (3,584) at a 44 ms (49 ms) TPOT, so the closed loop queues the rest before the prefill and
+TTFT grows by minutes (the 2,485% p90 of that reading). A repeat is counted once, as the row stating its workers.
 Concurrency: `silicon_concurrency=` in the source; a row without it is not read. Its decode pool's running
 sequences, batch x dp x workers, equal the concurrency in every row stating both, but in the 7 rows stating none
 (Qwen3 on H100s, 4000 in, 1000 out) they are the engine's cap, not the benchmark's load: at C = 448 the vLLM
 Qwen3-32B row's measured TTFT and TPOT give 49 requests/s, 6.2 a one-GPU prefill worker, whose 4000-token prompts
-take 0.14 s each even at the fp8 tensor peak: 88% busy, an M/D/1 wait (0.5 s) alone above the measured TTFT (0.37 s). A decode batch size caps each decode worker's
-running sequences (per attention-data-parallel rank); none given, the KV pool does
-(roofline.serving.load.kv_sequences).
-Left out, counted by reason: workers or concurrency not stated (or a repeat), a pool spanning nodes (tp x dp > 8: its collectives
-would cross the network, which the pricer's layouts do not model), another layout serving_rows does not read, a
-model or device not bundled, a format outside the table.
+take 0.14 s each even at the fp8 tensor peak: 88% busy, an M/D/1 wait (0.5 s) alone above the measured TTFT
+(0.37 s). A decode batch size caps each decode worker's running sequences (per attention-data-parallel rank);
+none given, the KV pool does (roofline.serving.load.kv_sequences).
+Left out, counted by reason: workers or concurrency not stated (or a repeat), a pool spanning nodes (tp x dp > 8:
+its collectives would cross the network, which the pricer's layouts do not model), another layout serving_rows
+does not read, a model or device not bundled, a format outside the table.
 """
 from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +45,8 @@ from ..precision import Precision
 from ..serving.disaggregated import Disaggregated
 from ..serving.load import kv_sequences
 from .serving_rows import MODELS, SYSTEMS, concurrency as stated_concurrency, formats, layout, spans_nodes
+
+CONFIGURATION = re.compile(r"config_id=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class DisaggRow:
     ttft_s: float
     tpot_s: float
     precision: Precision | None = None  # the formats as the aggregated rows read them (serving_rows.formats)
+    configuration: str = ""  # the source's config_id: one deployment's rows at several concurrencies
 
 
 def _count(raw: dict, name: str, blank: int | None = 1) -> int | None:
@@ -95,6 +100,11 @@ def _measurement(raw: dict) -> tuple:
 
 def _states_concurrency(raw: dict) -> bool:
     return "silicon_concurrency=" in (raw.get("silicon_data_source") or "")
+
+
+def _configuration(raw: dict) -> str:
+    found = CONFIGURATION.search(raw.get("silicon_data_source") or "")
+    return found.group(1) if found else raw["id"]
 
 
 def _states_workers(raw: dict) -> bool:
@@ -131,7 +141,7 @@ def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
         rows.append(DisaggRow(raw["id"], raw["backend"], model, SYSTEMS[raw["system"]], precision.weights,
                               precision.experts, prefill, decode, concurrency,
                               int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,
-                              float(raw["silicon_tpot_ms"]) / 1e3, precision))
+                              float(raw["silicon_tpot_ms"]) / 1e3, precision, _configuration(raw)))
     return rows, skipped
 
 
@@ -167,14 +177,16 @@ def price(row: DisaggRow, engine: Engine) -> Disaggregated | None:
 
 
 def predict(rows: list[DisaggRow], engine: Engine) -> dict[str, np.ndarray]:
-    """Per row: TTFT and TPOT at the row's concurrency, seconds; NaN where not priced (memory)."""
-    out = {"ttft": np.full(len(rows), np.nan), "tpot": np.full(len(rows), np.nan)}
+    """Per row: TTFT and TPOT at the row's concurrency, seconds, and how busy its prefill pool is; NaN where not
+    priced (memory)."""
+    out = {name: np.full(len(rows), np.nan) for name in ("ttft", "tpot", "prefill_busy")}
     for i, row in enumerate(rows):
         pools = price(row, engine)
         if pools is None:
             continue
         state = pools.at_concurrency([float(row.concurrency)])
         out["ttft"][i], out["tpot"][i] = state["ttft_s"][0], state["tpot_s"][0]
+        out["prefill_busy"][i] = state["prefill_busy"][0]
     return out
 
 

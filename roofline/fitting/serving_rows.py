@@ -27,8 +27,9 @@ the width, 2, is its GPUs). Priced through the one pricer (Deployment):
 Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
-columns that disagree (tp x dp != moe_tp x moe_ep; a 0 MoE column (vLLM's disaggregated rows) states no expert split: not checked).
-A disaggregated row's two pools read the same way (layout with prefix "prefill_" or "decode_").
+columns that disagree (tp x dp != moe_tp x moe_ep; a 0 MoE column, as in vLLM's disaggregated rows, states no
+expert split: not checked). A disaggregated row's two pools read the same way (layout, prefix "prefill_" or
+"decode_").
 Concurrency: the requests in flight over the whole worker: `silicon_concurrency=` in silicon_data_source where
 given (where attention_dp_size states a dp, `batch_size` is per DP rank: concurrency = batch_size x dp), else
 batch_size x the stated dp.

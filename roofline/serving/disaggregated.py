@@ -177,7 +177,7 @@ class Disaggregated:
                 "e2e_s": nan(e2e), "in_flight": nan(rate * e2e), "decoders": nan(dec["decoders"]),
                 "ttft_queue_s": nan(wait), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
                 "kv_transfer_s": np.full(rate.shape, self.transfer_s),
-                "handoff_s": np.full(rate.shape, pre["handoff_s"])}
+                "handoff_s": np.full(rate.shape, pre["handoff_s"]), "prefill_busy": nan(pre["busy"])}
 
     def saturation(self) -> float:
         """The largest rate both pools hold (requests/s): one prefill at a time a worker, the decode pool's cap."""
