@@ -93,6 +93,8 @@ def _pair(row, pc, dc, prefill, dcounts, tpots, cap, work, targets, price, max_g
         return row
     decode_gpus = decode_workers * dc.d.gpus_per_replica
     per_prefill = pc.d.gpus_per_replica
+    handoff = pc.d.engine.disagg_handoff_s  # the engine's, once a request, beside the KV bytes
+    ttfts = ttfts + handoff
     try:  # the link as if one prefill worker joined the decode pool; past one node, again over the network
         link = transfer_link(pc.d.hardware, decode_gpus + per_prefill)
         transfer = kv_transfer_s(pc.d, dc.d, work.prompt_mean, link)
@@ -107,7 +109,8 @@ def _pair(row, pc, dc, prefill, dcounts, tpots, cap, work, targets, price, max_g
         return row
     if prefill_workers is None:
         best = np.nanmin(ttfts) if np.isfinite(ttfts).any() else math.nan
-        row["rejected"] = (f"TTFT: prefill pool {(best + transfer) * 1e3:.1f} ms (KV transfer {transfer * 1e3:.2f} ms) "
+        row["rejected"] = (f"TTFT: prefill pool {(best + transfer) * 1e3:.1f} ms (KV transfer {transfer * 1e3:.2f} ms, "
+                           f"handoff {handoff * 1e3:.0f} ms) "
                            f"> {targets.ttft_s * 1e3:g} ms at {int(pcounts[-1])} workers of tp={row['prefill_tp']}"
                            if best == best else f"TTFT: prefill pool of tp={row['prefill_tp']} saturates")
         return row

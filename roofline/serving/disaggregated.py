@@ -88,9 +88,8 @@ class PrefillPool:
         with np.errstate(divide="ignore", invalid="ignore"):
             wait = np.where(ok, busy * self.service_s / (2 * (1 - busy)), np.nan)
         prefill = np.where(ok, self.service_s + self.d.engine.request_overhead_s, np.nan)
-        handoff = self.d.engine.disagg_handoff_s
-        return {"ttft_s": wait + prefill + handoff, "ttft_queue_s": wait, "ttft_prefill_s": prefill,
-                "handoff_s": handoff, "saturated": ~ok, "busy": busy}
+        return {"ttft_s": wait + prefill, "ttft_queue_s": wait, "ttft_prefill_s": prefill, "saturated": ~ok,
+                "busy": busy}
 
     def saturation(self) -> float:
         """Requests/s a worker holds: one prefill at a time on each of its servers."""
@@ -153,6 +152,7 @@ class Disaggregated:
                                       self.decode_kv_sequences)
         self.link = transfer_link(self.prefill.hardware, self.gpus)
         self.transfer_s = kv_transfer_s(self.prefill, self.decode, self.prompt, self.link)
+        self.handoff_s = self.prefill.engine.disagg_handoff_s
 
     @property
     def gpus(self) -> int:
@@ -166,10 +166,10 @@ class Disaggregated:
         dec = self.decode_pool.at_rate(rate / self.decode_workers, closed_loop=closed_loop)
         wait = pre["ttft_queue_s"]
         if closed_loop:  # n in flight: a request never queues behind itself (at n = 1 nothing waits)
-            alone = pre["ttft_prefill_s"] + pre["handoff_s"] + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
+            alone = pre["ttft_prefill_s"] + self.handoff_s + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
             population = rate * (alone + wait)
             wait = wait * np.clip(1 - 1 / np.maximum(population, 1.0), 0.0, 1.0)
-        ttft = pre["ttft_prefill_s"] + wait + pre["handoff_s"] + self.transfer_s
+        ttft = pre["ttft_prefill_s"] + wait + self.handoff_s + self.transfer_s
         ok = ~pre["saturated"] & ~dec["saturated"]
         nan = lambda x: np.where(ok, x, np.nan)  # noqa: E731
         e2e = ttft + (self.gen - 1) * dec["tpot_s"]
@@ -177,7 +177,7 @@ class Disaggregated:
                 "e2e_s": nan(e2e), "in_flight": nan(rate * e2e), "decoders": nan(dec["decoders"]),
                 "ttft_queue_s": nan(wait), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
                 "kv_transfer_s": np.full(rate.shape, self.transfer_s),
-                "handoff_s": np.full(rate.shape, pre["handoff_s"]), "prefill_busy": nan(pre["busy"])}
+                "handoff_s": np.full(rate.shape, self.handoff_s), "prefill_busy": nan(pre["busy"])}
 
     def saturation(self) -> float:
         """The largest rate both pools hold (requests/s): one prefill at a time a worker, the decode pool's cap."""
