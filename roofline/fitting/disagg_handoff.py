@@ -6,8 +6,9 @@ quarter of one prefill, so what the measured TTFT holds beyond the modelled one 
 transfer, that small wait) is the handoff. The value is the median of those rows' excess (one odd row moves a
 median little), held within the parameter's bounds (roofline.engine.PARAMETERS). The TensorRT-LLM rows show an
 excess of 0.2-0.6 s at the lowest concurrencies of a configuration, growing with concurrency well before the
-modelled prefill queue does (to 1-3 s at a few hundred requests in flight): a constant handoff leaves that
-growth unexplained (a hypothesis: the benchmark's first wave of C requests reaching the prefill pool at once).
+modelled prefill queue does (to 1-5 s at 300-800 requests in flight): a constant handoff leaves that growth
+unexplained. It is not a client counting one completion interval E2E / C into TTFT: the excess rises with C
+(correlation with log C +0.57 over the 25 TensorRT-LLM rows) where E2E / C falls (-0.38).
 Held out: leave-one-model-out and leave-one-configuration-out (the source's config_id: one deployment measured at
 several concurrencies), each group priced with the value fitted on the other groups' low-load rows; a split
 whose rows hold one group is not scored.
