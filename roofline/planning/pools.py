@@ -176,5 +176,6 @@ def explain_pools(row, work, targets) -> list[str]:
         f"  KV transfer: {kv / 1e6:.1f} MB a prefill GPU holds for a {work.prompt_mean:.0f}-token prompt, over "
         f"{row['link']} (each GPU its own port; latency as sourced, 0 where the hardware file has none)",
         f"  GPUs {int(row['prefill_workers'])} x {int(row['prefill_tp'])} + {int(row['decode_workers'])} x "
-        f"{int(row['tp'] * row['ep'])} = {int(row['gpus'])}; not simulated (the simulator serves one pool)",
+        f"{int(row['tp'] * row['ep'])} = {int(row['gpus'])}; the percentile check simulates one worker of each "
+        "pool (roofline.planning.frontier)",
     ]
