@@ -168,7 +168,7 @@ def explain_pools(row, work, targets) -> list[str]:
         f"TPOT = {row['batch']:.1f} decoders, TPOT {row['tpot_s'] * 1e3:.2f} ms (cap {int(row['capacity_batch'])} "
         "sequences, decode steps alone)",
         f"  prefill {int(row['prefill_workers'])} x tp={int(row['prefill_tp'])}: the fewest workers whose TTFT at "
-        f"{work.rate / row['prefill_workers']:.3g} requests/s each plus the KV transfer meets "
+        f"{work.rate / row['prefill_workers']:.3g} requests/s each plus the handoff and the KV transfer meets "
         f"{targets.ttft_s * 1e3:g} ms: {(row['ttft_s'] - row['kv_transfer_s'] - handoff) * 1e3:.1f} ms queueing and "
         f"prefill (alone {row['ttft_alone_s'] * 1e3:.1f} ms) + {handoff * 1e3:.0f} ms handoff (the engine's "
         f"disagg_handoff_s) + {row['kv_transfer_s'] * 1e3:.2f} ms KV = "

@@ -8,7 +8,7 @@ et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
           prompt), the wait for the prompts ahead, M/D/1 (Pollaczek-Khinchine: ρ S / 2(1 − ρ), ρ = λ S / x; a
           prefill step is compute-bound, so prompts sharing a step save little), the engine's per-request cost,
           + the engine's handoff (disagg_handoff_s: routing, the transfer's setup and handshake, the decode
-          worker's admission; fitted to TTFT at low load, roofline.fitting.published_disagg) + the KV transfer
+          worker's admission; fitted to TTFT at low load, roofline.fitting.disagg_handoff) + the KV transfer
   KV transfer = latency + max(bytes a prefill GPU holds, bytes a decode GPU holds) / link bandwidth: every GPU
           sends or receives its own shard on its own link (kv_cache of each pool's shard: KV heads split by tp,
           an MLA latent whole on every GPU). The link: NVLink when both pools fit one node (gpus_per_node), else
