@@ -57,6 +57,11 @@ PARAMETERS = {
     "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
     "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
     "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
+    # Disaggregated serving only: what a request's move from a prefill worker to a decode worker costs beyond its
+    # KV bytes on the link (routing to two workers, the transfer's setup and completion handshake, the decode
+    # worker's admission); pinned by TTFT at low load, where no queue hides it. 10 s: no working handoff nears it.
+    "disagg_handoff_s": ("s", 0.0, 10.0, "per request, once, in a disaggregated TTFT: the prefill-to-decode handoff "
+                         "beyond the KV bytes"),
     "allreduce_latency_s": ("s", 0.0, 1e-2, "one all-reduce's fixed latency (two a layer under tp)"),
     # Near the ridge a kernel neither streams at the bandwidth roof nor computes at the FLOP/s roof:
     # an op takes (c^p + m^p)^(1/p) (p = 1: compute and memory never overlap; inf: the sharp roofline).
@@ -68,8 +73,8 @@ PARAMETERS = {
                     "again (0: once per group; 1: once per query head)"),
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
-# no re-reads.
-OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads")
+# no re-reads; no disaggregation handoff (no disaggregated rows pin it).
+OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
@@ -88,6 +93,7 @@ class Engine:
     layer_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     request_overhead_s: float = 0.0
+    disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     corner: float = math.inf
     attention_corner: float | None = None  # None: `corner`

@@ -1,5 +1,5 @@
 """serving-hopper.csv's disaggregated rows read as two pools: which layouts are read, the concurrency rule, and
-each priced at its concurrency (at one request in flight: a lone prefill, the transfer and the batch-1 step)."""
+each priced at its concurrency (at one request in flight: a lone prefill, the handoff, the transfer and the batch-1 step)."""
 import numpy as np
 import pytest
 
@@ -15,21 +15,29 @@ HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,prec
           "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
 AGG = ",,,,,"  # the aggregated layout columns, blank in a disaggregated row
 ROWS = [
-    # tp 8 both pools (moe_tp 8), the concurrency in the source: read
-    f"tp,silicon_concurrency=1,sglang,0.5,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
-    ",,,8,1,1,8,1,,,8,1,1,8,1,400.0,8.0",
+    # tp 8 both pools (moe_tp 8), one worker each, the concurrency in the source: read
+    f"tp,silicon_concurrency=1,sglang,0.5,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
+    ",1,1,8,1,1,8,1,1,1,8,1,1,8,1,400.0,8.0",
     # data-parallel attention over the experts (dp 8 = ep 8) both pools; 3 decode workers of 16 a rank: read, C 384
-    f"ep,src,trtllm,1.0,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
-    ",8,1,1,1,8,1,8,16,3,1,1,8,1,8,900.0,30.0",
-    # tp 8 with ep 8: left out
-    f"tpep,silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
-    ",,,8,1,1,1,8,,,8,1,1,1,8,400.0,8.0",
+    f"ep,silicon_concurrency=384; config_id=7,trtllm,1.0,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,disagg,1024,256,fp8,"
+    f"fp8_block,{AGG},8,1,1,1,8,1,8,16,3,1,1,8,1,8,900.0,30.0",
+    # tp 8 with the experts split 8 ways by EP under it: read as tp 8 (serving_rows.layout)
+    f"tpep,silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-V3,h200_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
+    ",1,1,8,1,1,1,8,4,2,8,1,1,1,8,400.0,8.0",
+    # Qwen3-235B, vLLM: attention dp 4 with the MoE columns 0 (no expert split stated): read as ep 4
+    f"vllm,silicon_concurrency=12,vllm,0.12,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,disagg,4000,1000,fp8,fp8,{AGG}"
+    ",1,1,1,1,4,0,0,24,1,4,1,1,0,0,900.0,12.0",
     # tp 16 on H100s: a pool spanning nodes, left out
-    f"wide,silicon_concurrency=8,sglang,0.5,deepseek-ai/DeepSeek-R1,h100_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
-    ",,,16,1,1,16,1,,,16,1,1,16,1,400.0,8.0",
-    # a dense model, moe columns 0 (vLLM's rows): read, C = 24 x 2
+    f"wide,silicon_concurrency=8,sglang,0.5,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,1024,256,fp8,fp8_block,{AGG}"
+    ",1,1,16,1,1,16,1,1,1,16,1,1,16,1,400.0,8.0",
+    # a dense model whose source states no concurrency (its decode batch x workers is a cap): left out
     f"dense,src,vllm,0.12,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,4000,1000,fp8,fp8,{AGG}"
     ",1,2,1,1,1,0,0,24,2,4,1,1,0,0,500.0,15.0",
+    # no worker counts (InferenceMAX): left out; the second repeats row tpep's measurement: counted once, as tpep
+    f"blank,silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,1024,256,fp8,fp8,{AGG}"
+    ",,,8,1,1,1,8,,,8,1,1,1,8,410.0,8.0",
+    f"repeat,silicon_concurrency=8,trtllm,1.0,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,disagg,1024,256,fp8,fp8,{AGG}"
+    ",,,8,1,1,1,8,,,8,1,1,1,8,400.0,8.0",
     # an aggregated row: the other section's, never read here
     "agg,src,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,1024,128,,,16,1,1,,1,1" + "," * 14 + ",50.0,8.0",
 ]
@@ -42,19 +50,22 @@ def sample(tmp_path):
     return path
 
 
-def test_tp_only_and_data_parallel_expert_pools_within_a_node_are_read(sample):
+def test_pools_read_as_aggregated_layouts_are_and_rows_without_workers_or_concurrency_are_not(sample):
     rows, left_out = read_disagg_rows(sample)
-    assert [r.id for r in rows] == ["tp", "ep", "dense"]
-    assert dict(left_out) == {"tp with expert parallelism": 1, "a pool spanning nodes": 1}
-    tp, ep, dense = rows
+    assert [r.id for r in rows] == ["tp", "ep", "tpep", "vllm"]
+    assert dict(left_out) == {"a pool spanning nodes": 1, "concurrency not stated": 1, "workers not stated": 1,
+                              "a repeat of a row stating its workers": 1}
+    tp, ep, tpep, vllm = rows
     # experts None: the same format as the other weights (serving_rows.formats, as the aggregated rows read it)
     assert (tp.model, tp.hardware, tp.weights, tp.experts, tp.prefill.tp, tp.decode.tp, tp.concurrency) == \
         ("deepseek-v3", "h200", "fp8", None, 8, 8, 1)
     assert (ep.prefill.ep, ep.decode.ep, ep.decode.workers, ep.decode.batch, ep.concurrency) == (8, 8, 3, 128, 384)
-    assert (dense.experts, dense.prefill.workers, dense.decode.tp, dense.concurrency) == (None, 2, 4, 48)
+    assert (tpep.prefill.tp, tpep.prefill.ep, tpep.decode.tp, tpep.decode.workers, tpep.decode.batch) == (8, 1, 8, 2, 4)
+    assert (vllm.prefill.tp, vllm.prefill.ep, vllm.decode.tp, vllm.decode.ep) == (1, 4, 4, 1)
+    assert (ep.configuration, tp.configuration) == ("7", "tp")  # the source's config_id, else the row's own id
 
 
-def test_one_request_in_flight_costs_a_lone_prefill_the_transfer_and_batch_one_steps(sample):
+def test_one_request_in_flight_costs_a_lone_prefill_the_handoff_the_transfer_and_batch_one_steps(sample):
     rows, _ = read_disagg_rows(sample)
     engine = load_engine("tensorrt-llm")
     row = rows[0]
@@ -65,7 +76,9 @@ def test_one_request_in_flight_costs_a_lone_prefill_the_transfer_and_batch_one_s
     # K and V); 8 + 8 GPUs span two nodes: over one 400 Gb/s port a GPU
     assert pools.link.name == "network"
     assert pools.transfer_s == pytest.approx(1024 * 61 * 576 * 2 / 50e9, rel=1e-9)
-    assert state["ttft_s"][0] == pytest.approx(prefill + engine.request_overhead_s + pools.transfer_s, rel=1e-4)
+    assert engine.disagg_handoff_s > 0 and state["handoff_s"][0] == engine.disagg_handoff_s
+    lone = prefill + engine.request_overhead_s + engine.disagg_handoff_s + pools.transfer_s
+    assert state["ttft_s"][0] == pytest.approx(lone, rel=1e-4)
     step = float(pools.decode.step(DECODE, 1.0, decode_context(1024 + 128)).total_s)
     assert state["tpot_s"][0] == pytest.approx(step, rel=1e-4)
 
@@ -75,6 +88,7 @@ def test_every_read_row_is_priced_and_scored_by_backend_and_model(sample, capsys
     predicted = predict(rows, load_engine("tensorrt-llm"))
     assert np.all(np.isfinite(predicted["ttft"])) and np.all(np.isfinite(predicted["tpot"]))
     report = scores(rows, predicted)
-    assert report["all"]["tpot"]["n"] == 3 and {"backend sglang", "model deepseek-v3", "model qwen3-32b"} <= set(report)
+    assert report["all"]["tpot"]["n"] == 4 and {"backend sglang", "model deepseek-v3", "model qwen3-235b-a22b"} <= set(report)
     assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm"]) == 0
-    assert "disaggregated: 3 rows priced" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "disaggregated: 4 rows priced" in out and "leave_one_configuration_out" in out

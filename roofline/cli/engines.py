@@ -185,21 +185,39 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
 
 
 def disaggregated_accuracy(path: Path, engine) -> dict:
-    """serving-hopper.csv's disaggregated rows, two pools at the row's concurrency (roofline.fitting.published_disagg)."""
+    """serving-hopper.csv's disaggregated rows, two pools at the row's concurrency (roofline.fitting.published_disagg),
+    with the engine's handoff as shipped, refitted on these rows, and refitted without each model and configuration."""
+    from ..fitting.disagg_handoff import SPLITS, fit_handoff, held_out
     from ..fitting.published_disagg import predict, read_disagg_rows, scores
     rows, skipped = read_disagg_rows(path)
-    return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine))}
+    fitted, pinning = fit_handoff(rows, engine)
+    splits = {split: held_out(rows, engine, key) for split, key in SPLITS.items()}
+    return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine)),
+            "handoff": {"shipped_s": engine.disagg_handoff_s, "fitted_s": fitted, "pinning_rows": pinning,
+                        **{split: None if p is None else scores(rows, p)["all"] for split, p in splits.items()}}}
 
 
 def disaggregated_lines(result: dict) -> list[str]:
+    from ..fitting.disagg_handoff import SPLITS
     left = ", ".join(f"{n} {why}" for why, n in result["left_out"].items()) or "none"
     lines = [f"disaggregated: {result['rows']} rows priced as a prefill and a decode pool at their concurrency "
              f"(left out: {left}); |predicted / measured - 1|, median / p90"]
     for group, r in result["scores"].items():
         if r["ttft"]["n"]:
-            lines.append(f"  {group:22s} n={r['ttft']['n']:3d}  TTFT {r['ttft']['median']:6.1%} / {r['ttft']['p90']:6.1%}"
-                         f"  TPOT {r['tpot']['median']:6.1%} / {r['tpot']['p90']:6.1%}")
+            lines.append(f"  {group:22s} n={r['ttft']['n']:3d}  {_cells(r)}")
+    handoff = result["handoff"]
+    lines.append(f"  handoff (disagg_handoff_s): {handoff['shipped_s'] * 1e3:.0f} ms as shipped; refitted on these rows "
+                 f"{handoff['fitted_s'] * 1e3:.0f} ms from {handoff['pinning_rows']} at low load "
+                 "(roofline.fitting.disagg_handoff); each group priced with the value fitted without it:")
+    for split in ("leave_one_model_out", "leave_one_configuration_out"):
+        r = handoff[split]
+        scored = f"n/a: the rows hold one {SPLITS[split]}" if r is None else f"n={r['ttft']['n']:3d}  {_cells(r)}"
+        lines.append(f"  {split:27s} {scored}")
     return lines
+
+
+def _cells(r: dict) -> str:
+    return "  ".join(f"{m.upper()} {r[m]['median']:6.1%} / {r[m]['p90']:6.1%}" for m in ("ttft", "tpot"))
 
 
 COMMANDS = [("fit-engine", add_fit_arguments, run_fit), ("accuracy", add_accuracy_arguments, run_accuracy)]

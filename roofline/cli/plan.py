@@ -105,7 +105,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-gpus", help="at most this many GPUs in all (default: no limit)")
     parser.add_argument("--disaggregated", action="store_true",
                         help="also price disaggregated serving: a prefill pool and a decode pool of any two tp "
-                             "layouts, the KV moved between them (ranked with the rest; not simulated)")
+                             "layouts, the KV moved between them (ranked with the rest; the percentile check "
+                             "simulates each pool)")
     parser.add_argument("--prices", help="$/GPU-hour YAML (default data/prices.yaml, each price with its source)")
     parser.add_argument("--frontier", default="2", help="with --percentile: deployments kept per hardware (default %(default)s)")
     parser.add_argument("--requests", default="400", help="with --percentile: requests simulated per candidate")

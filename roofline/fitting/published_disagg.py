@@ -1,23 +1,35 @@
 """The disaggregated rows of serving-hopper.csv (../shared/published/README.md) priced as two pools under a closed loop.
 
 A row is one benchmark of `silicon_concurrency` requests in flight (closed loop), `isl` in, `osl` out, on
-prefill workers and decode workers of an H100 SXM or H200 SXM (the `prefill_*` and `decode_*` columns; a
-blank worker count is one worker); measured mean TTFT and TPOT. Each is priced by
-roofline.serving.disaggregated at that concurrency with one engine profile. Read here, each pool's layout
-as this project models it: tensor parallelism alone (tp = moe_tp, no attention data parallelism, no expert
-parallelism), or data-parallel attention with the routed experts split over the same GPUs (tp 1,
-attention_dp = moe_ep: Deployment ep); both within one node. Left out, counted by reason: tp combined with
-expert parallelism, a pool spanning nodes (tp 16 on H100s: its all-reduces would cross the network), a model
-not bundled, nvfp4. DeepSeek-R1 is DeepSeek-V3's architecture (the same config.json fields), priced as
-deepseek-v3. The KV cache is taken as 16-bit (the rows do not say), the concurrency, where the source does
-not state it (`silicon_concurrency=`), as the decode pool's running sequences: batch x dp x workers (the
-relation every row stating both holds). A decode batch size caps each decode worker's running sequences
-(per attention-data-parallel rank); none given, the KV pool does (roofline.serving.load.kv_sequences).
+prefill workers and decode workers of an H100 SXM or H200 SXM (the `prefill_*` and `decode_*` columns); measured
+mean TTFT and TPOT. Each is priced by roofline.serving.disaggregated at that concurrency with one engine profile.
+Each pool's layout reads as an aggregated row's does (serving_rows.layout with the pool's prefix): tensor
+parallelism, the experts split by TP, EP or both under it (one GPU's expected bytes and FLOPs the same), or
+data-parallel attention over the experts (Deployment ep); within one node. DeepSeek-R1 is priced as deepseek-v3
+(serving_rows.MODELS). The KV cache is taken as 16-bit (the rows do not say).
+Workers: a row stating none (the InferenceMAX files, `source_file=2026-...`) is not read. Its benchmark ran an
+unstated number of workers: 54 of those 248 rows repeat, to the microsecond, a db-dump row that states them
+(1 to 5 prefill and 1 to 9 decode workers), and in half of those the layout columns also drop the data-parallel
+attention the db-dump row states. Read as one worker a pool, the TensorRT-LLM DeepSeek rows cannot hold their
+concurrency: one tp-8 decode worker's KV pool holds 89 requests of 8192 + 1024 tokens (400 of 1024 + 1024) where
+the rows run up to 768 (3,584) at a 44 ms (49 ms) TPOT, so the closed loop queues the rest before the prefill and
+TTFT grows by minutes (the 2,485% p90 of that reading). A repeat is counted once, as the row stating its workers.
+Concurrency: `silicon_concurrency=` in the source; a row without it is not read. Its decode pool's running
+sequences, batch x dp x workers, equal the concurrency in every row stating both, but in the 7 rows stating none
+(Qwen3 on H100s, 4000 in, 1000 out) they are the engine's cap, not the benchmark's load: at C = 448 the vLLM
+Qwen3-32B row's measured TTFT and TPOT give 49 requests/s, 6.2 a one-GPU prefill worker, whose 4000-token prompts
+take 0.14 s each even at the fp8 tensor peak: 88% busy, an M/D/1 wait (0.5 s) alone above the measured TTFT
+(0.37 s). A decode batch size caps each decode worker's running sequences (per attention-data-parallel rank);
+none given, the KV pool does (roofline.serving.load.kv_sequences).
+Left out, counted by reason: workers or concurrency not stated (or a repeat), a pool spanning nodes (tp x dp > 8:
+its collectives would cross the network, which the pricer's layouts do not model), another layout serving_rows
+does not read, a model or device not bundled, a format outside the table.
 """
 from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +44,9 @@ from ..models.config import load_model
 from ..precision import Precision
 from ..serving.disaggregated import Disaggregated
 from ..serving.load import kv_sequences
-from .serving_rows import MODELS, SYSTEMS, concurrency as stated_concurrency, formats
-GPUS_PER_NODE = 8  # an HGX H100 / H200 node (data/hardware.json gpus_per_node)
+from .serving_rows import MODELS, SYSTEMS, concurrency as stated_concurrency, formats, layout, spans_nodes
+
+CONFIGURATION = re.compile(r"config_id=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class DisaggRow:
     ttft_s: float
     tpot_s: float
     precision: Precision | None = None  # the formats as the aggregated rows read them (serving_rows.formats)
+    configuration: str = ""  # the source's config_id: one deployment's rows at several concurrencies
 
 
 def _count(raw: dict, name: str, blank: int | None = 1) -> int | None:
@@ -67,49 +81,67 @@ def _count(raw: dict, name: str, blank: int | None = 1) -> int | None:
     return blank if not text else int(float(text))
 
 
-def _pool(raw: dict, side: str) -> tuple[Pool | None, str]:
-    """A pool's layout as Deployment models it, or the reason it does not."""
-    tp, dp = _count(raw, f"{side}_tp_size"), max(_count(raw, f"{side}_attention_dp_size"), 1)
-    moe_tp, ep = _count(raw, f"{side}_moe_tp_size"), max(_count(raw, f"{side}_moe_ep_size"), 1)
-    batch = _count(raw, f"{side}_batch_size", None)
-    workers = _count(raw, f"{side}_num_workers")
-    if tp * dp > GPUS_PER_NODE:
-        return None, "a pool spanning nodes"
-    if dp == 1 and ep == 1 and moe_tp in (0, 1, tp):
-        return Pool(tp, 1, workers, batch), ""
-    if tp == 1 and dp == ep and moe_tp in (0, 1):
-        return Pool(1, ep, workers, None if batch is None else batch * dp), ""
-    return None, "tp with expert parallelism"
+def _pool(raw: dict, model: str, side: str) -> tuple[Pool | None, str]:
+    """A pool's layout as Deployment models it (serving_rows.layout), or the reason it does not."""
+    prefix = f"{side}_"
+    split = layout(raw, model, prefix)
+    if split is None:
+        return None, "a pool spanning nodes" if spans_nodes(raw, prefix) else "layout not modelled"
+    tp, dp = split
+    batch = _count(raw, f"{prefix}batch_size", None)  # per attention-data-parallel rank
+    return Pool(tp, dp, _count(raw, f"{prefix}num_workers"), None if batch is None else batch * dp), ""
+
+
+def _measurement(raw: dict) -> tuple:
+    """What identifies one benchmark run: the engine, device, workload, concurrency and both measured means."""
+    return (raw["backend"], raw["system"], raw["isl"], raw["osl"], stated_concurrency(raw) if _states_concurrency(raw)
+            else None, round(float(raw["silicon_ttft_ms"]), 6), round(float(raw["silicon_tpot_ms"]), 6))
+
+
+def _states_concurrency(raw: dict) -> bool:
+    return "silicon_concurrency=" in (raw.get("silicon_data_source") or "")
+
+
+def _configuration(raw: dict) -> str:
+    found = CONFIGURATION.search(raw.get("silicon_data_source") or "")
+    return found.group(1) if found else raw["id"]
+
+
+def _states_workers(raw: dict) -> bool:
+    return all((raw.get(f"{side}_num_workers") or "").strip() for side in ("prefill", "decode"))
 
 
 def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
     """(the disaggregated rows read, the rows left out by reason)."""
-    rows, skipped = [], Counter()
     with Path(path).open(newline="") as handle:
-        for raw in csv.DictReader(handle):
-            if raw["mode"] != "disagg":
-                continue
-            if raw["model_path"] not in MODELS or raw["system"] not in SYSTEMS:
-                skipped["model or system not bundled"] += 1
-                continue
-            model = MODELS[raw["model_path"]]
-            precision = formats(raw, model)
-            if precision is None:
-                skipped["format not modelled"] += 1
-                continue
-            (prefill, why_p), (decode, why_d) = _pool(raw, "prefill"), _pool(raw, "decode")
-            if prefill is None or decode is None:
-                skipped[why_p or why_d] += 1
-                continue
-            stated = "silicon_concurrency=" in (raw.get("silicon_data_source") or "")
-            concurrency = stated_concurrency(raw) if stated else (decode.batch or 0) * decode.workers
-            if concurrency < 1:
-                skipped["no concurrency"] += 1
-                continue
-            rows.append(DisaggRow(raw["id"], raw["backend"], model, SYSTEMS[raw["system"]], precision.weights,
-                                  precision.experts, prefill, decode, concurrency,
-                                  int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,
-                                  float(raw["silicon_tpot_ms"]) / 1e3, precision))
+        raws = [raw for raw in csv.DictReader(handle) if raw["mode"] == "disagg"]
+    stated = {_measurement(raw) for raw in raws if _states_workers(raw)}
+    rows, skipped = [], Counter()
+    for raw in raws:
+        if not _states_workers(raw):
+            skipped["a repeat of a row stating its workers" if _measurement(raw) in stated
+                    else "workers not stated"] += 1
+            continue
+        if raw["model_path"] not in MODELS or raw["system"] not in SYSTEMS:
+            skipped["model or system not bundled"] += 1
+            continue
+        model = MODELS[raw["model_path"]]
+        precision = formats(raw, model)
+        if precision is None:
+            skipped["format not modelled"] += 1
+            continue
+        (prefill, why_p), (decode, why_d) = _pool(raw, model, "prefill"), _pool(raw, model, "decode")
+        if prefill is None or decode is None:
+            skipped[why_p or why_d] += 1
+            continue
+        if not _states_concurrency(raw):
+            skipped["concurrency not stated"] += 1
+            continue
+        concurrency = stated_concurrency(raw)
+        rows.append(DisaggRow(raw["id"], raw["backend"], model, SYSTEMS[raw["system"]], precision.weights,
+                              precision.experts, prefill, decode, concurrency,
+                              int(raw["isl"]), int(raw["osl"]), float(raw["silicon_ttft_ms"]) / 1e3,
+                              float(raw["silicon_tpot_ms"]) / 1e3, precision, _configuration(raw)))
     return rows, skipped
 
 
@@ -145,14 +177,16 @@ def price(row: DisaggRow, engine: Engine) -> Disaggregated | None:
 
 
 def predict(rows: list[DisaggRow], engine: Engine) -> dict[str, np.ndarray]:
-    """Per row: TTFT and TPOT at the row's concurrency, seconds; NaN where not priced (memory)."""
-    out = {"ttft": np.full(len(rows), np.nan), "tpot": np.full(len(rows), np.nan)}
+    """Per row: TTFT and TPOT at the row's concurrency, seconds, and how busy its prefill pool is; NaN where not
+    priced (memory)."""
+    out = {name: np.full(len(rows), np.nan) for name in ("ttft", "tpot", "prefill_busy")}
     for i, row in enumerate(rows):
         pools = price(row, engine)
         if pools is None:
             continue
         state = pools.at_concurrency([float(row.concurrency)])
         out["ttft"][i], out["tpot"][i] = state["ttft_s"][0], state["tpot_s"][0]
+        out["prefill_busy"][i] = state["prefill_busy"][0]
     return out
 
 

@@ -27,7 +27,9 @@ the width, 2, is its GPUs). Priced through the one pricer (Deployment):
 Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
-columns that disagree (tp x dp != moe_tp x moe_ep).
+columns that disagree (tp x dp != moe_tp x moe_ep; a 0 MoE column, as in vLLM's disaggregated rows, states no
+expert split: not checked). A disaggregated row's two pools read the same way (layout, prefix "prefill_" or
+"decode_").
 Concurrency: the requests in flight over the whole worker: `silicon_concurrency=` in silicon_data_source where
 given (where attention_dp_size states a dp, `batch_size` is per DP rank: concurrency = batch_size x dp), else
 batch_size x the stated dp.
@@ -102,18 +104,26 @@ def formats(raw: dict, model: str) -> Precision | None:
     return Precision(weights=QUANT_FORMATS[gemm], experts=experts)
 
 
-def layout(raw: dict, model: str) -> tuple[int, int] | None:
-    """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None."""
-    tp, pp, dp = _count(raw, "tp_size", required=True), _count(raw, "pp_size"), _count(raw, "attention_dp_size", None)
+def layout(raw: dict, model: str, prefix: str = "") -> tuple[int, int] | None:
+    """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None. `prefix`
+    reads one pool of a disaggregated row ("prefill_", "decode_"): the same columns, the same rules."""
+    tp = _count(raw, f"{prefix}tp_size", required=True)
+    pp, dp = _count(raw, f"{prefix}pp_size"), _count(raw, f"{prefix}attention_dp_size", None)
     is_moe = MOE in load_model(model).layer_mlp
-    width = _count(raw, "moe_tp_size") * _count(raw, "moe_ep_size") if is_moe else None  # blank: 1, as AIC reads
+    # blank: 1, as AIC reads; a 0 (vLLM's disaggregated rows): the expert split not stated, so not checked
+    width = _count(raw, f"{prefix}moe_tp_size", low=0) * _count(raw, f"{prefix}moe_ep_size", low=0) if is_moe else None
     if dp is None:
         dp = width // tp if width and width > tp and width % tp == 0 else 1
-    if pp != 1 or tp * dp > GPUS_PER_NODE or (is_moe and width != tp * dp) or (tp > 1 and dp > 1):
+    if pp != 1 or tp * dp > GPUS_PER_NODE or (width and width != tp * dp) or (tp > 1 and dp > 1):
         return None
     if dp > 1 and (not is_moe or load_model(model).n_experts % dp):
         return None
     return tp, dp
+
+
+def spans_nodes(raw: dict, prefix: str = "") -> bool:
+    """Whether the layout's GPUs (tp x attention dp) outnumber one node's: its collectives would cross the network."""
+    return _count(raw, f"{prefix}tp_size", required=True) * _count(raw, f"{prefix}attention_dp_size") > GPUS_PER_NODE
 
 
 def concurrency(raw: dict) -> int:

@@ -179,7 +179,7 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
-                        request_overhead_s: float = 0.0) -> Result:
+                        request_overhead_s: float = 0.0, prompts_cached: bool = False) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -188,7 +188,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     the newest running request is preempted (its blocks freed; readmitted first, it prefills its prompt
     and tokens so far again: vLLM's recompute). Otherwise a request reserves prompt + output at admission.
     request_overhead_s: the engine's per-request cost (tokenizing, scheduling), paid before the scheduler
-    sees the request."""
+    sees the request. prompts_cached: a disaggregated decode worker's requests, whose prompt's KV and first token
+    arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here)."""
     n = len(work.arrivals)
     need = work.prompts + work.outputs
     if on_demand and block_size is None:
@@ -202,6 +203,10 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     first, done = np.zeros(n), np.zeros(n)
     prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     target = work.prompts.astype(int).copy()  # tokens to prefill: the prompt, or prompt + tokens after a preemption
+    if prompts_cached:
+        if on_demand:
+            raise ValueError("prompts_cached: a cached prompt's blocks are reserved whole; fix: on_demand=False")
+        prefilled[:], generated[:], first[:] = target, 1, work.arrivals
     held, in_use = np.zeros(n), 0.0  # units each request holds in the pool, and their sum
     waiting, running = deque(), []
     trace_s, trace_batch = [], []

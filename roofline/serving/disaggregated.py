@@ -7,7 +7,8 @@ et al. 2024). With prompt P, output G, rate λ split evenly over the workers:
   TTFT  = the prefill pool at λ / x a worker: the prompt's prefill S (the one pricer's prefill step, the whole
           prompt), the wait for the prompts ahead, M/D/1 (Pollaczek-Khinchine: ρ S / 2(1 − ρ), ρ = λ S / x; a
           prefill step is compute-bound, so prompts sharing a step save little), the engine's per-request cost,
-          + the KV transfer
+          + the engine's handoff (disagg_handoff_s: routing, the transfer's setup and handshake, the decode
+          worker's admission; fitted to TTFT at low load, roofline.fitting.disagg_handoff) + the KV transfer
   KV transfer = latency + max(bytes a prefill GPU holds, bytes a decode GPU holds) / link bandwidth: every GPU
           sends or receives its own shard on its own link (kv_cache of each pool's shard: KV heads split by tp,
           an MLA latent whole on every GPU). The link: NVLink when both pools fit one node (gpus_per_node), else
@@ -151,6 +152,7 @@ class Disaggregated:
                                       self.decode_kv_sequences)
         self.link = transfer_link(self.prefill.hardware, self.gpus)
         self.transfer_s = kv_transfer_s(self.prefill, self.decode, self.prompt, self.link)
+        self.handoff_s = self.prefill.engine.disagg_handoff_s
 
     @property
     def gpus(self) -> int:
@@ -164,17 +166,18 @@ class Disaggregated:
         dec = self.decode_pool.at_rate(rate / self.decode_workers, closed_loop=closed_loop)
         wait = pre["ttft_queue_s"]
         if closed_loop:  # n in flight: a request never queues behind itself (at n = 1 nothing waits)
-            alone = pre["ttft_prefill_s"] + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
+            alone = pre["ttft_prefill_s"] + self.handoff_s + self.transfer_s + (self.gen - 1) * dec["tpot_s"]
             population = rate * (alone + wait)
             wait = wait * np.clip(1 - 1 / np.maximum(population, 1.0), 0.0, 1.0)
-        ttft = pre["ttft_prefill_s"] + wait + self.transfer_s
+        ttft = pre["ttft_prefill_s"] + wait + self.handoff_s + self.transfer_s
         ok = ~pre["saturated"] & ~dec["saturated"]
         nan = lambda x: np.where(ok, x, np.nan)  # noqa: E731
         e2e = ttft + (self.gen - 1) * dec["tpot_s"]
         return {"rate": rate, "saturated": ~ok, "ttft_s": nan(ttft), "tpot_s": nan(dec["tpot_s"]),
                 "e2e_s": nan(e2e), "in_flight": nan(rate * e2e), "decoders": nan(dec["decoders"]),
                 "ttft_queue_s": nan(wait), "ttft_prefill_s": nan(pre["ttft_prefill_s"]),
-                "kv_transfer_s": np.full(rate.shape, self.transfer_s)}
+                "kv_transfer_s": np.full(rate.shape, self.transfer_s),
+                "handoff_s": np.full(rate.shape, self.handoff_s), "prefill_busy": nan(pre["busy"])}
 
     def saturation(self) -> float:
         """The largest rate both pools hold (requests/s): one prefill at a time a worker, the decode pool's cap."""

@@ -29,7 +29,7 @@ TERMS = (("kernel roofs", ("roofs",)),
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)), ("collectives", ("allreduce_latency_s",)))
-NOT_IN_DECODE = ("request_overhead_s",)  # paid once per request, in TTFT
+NOT_IN_DECODE = ("request_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
 
 
 def decode_gap(deployment: Deployment, batch: int, prompt: int) -> pd.Series:
