@@ -79,12 +79,16 @@ def serving_profiles() -> dict[str, str]:
     return out
 
 
-def run_held_out(path: Path, as_json: bool) -> int:
+def run_held_out(path: Path, as_json: bool, only: str | None = None) -> int:
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
     profiles = serving_profiles()
+    backends = sorted({r.backend for r in rows})
+    if only is not None and only not in backends:
+        raise ValueError(f"--backend: no aggregated row of backend {only!r} in {path.name}; fix: one of "
+                         f"{', '.join(backends)}")
     report = {}
-    for backend in sorted({r.backend for r in rows}):
+    for backend in [b for b in backends if only in (None, b)]:
         if backend not in profiles:
             print(f"roofline accuracy: no bundled profile for backend {backend!r}: not scored", file=sys.stderr)
             continue
