@@ -53,6 +53,19 @@ def test_continuous_schedule_matches_a_hand_enumeration():
     assert list(result.trace_batch) == [1, 2, 2, 1]
 
 
+def test_a_closed_loop_sends_each_request_as_one_ends_and_its_cohorts_stay_together():
+    """Two clients, identical requests: both prompts share a step, both end in the same step, and the two sent
+    then share a step again (a serving benchmark's fixed concurrency keeps its cohorts); arrivals are ignored."""
+    w = work([5.0, 6.0, 7.0, 8.0, 9.0], [8] * 5, [2] * 5)
+    result = simulate_continuous(w, COST, max_batch=8, clients=2)
+    prefill, decode = COST.iteration((), [(8, 8)] * 2), COST.iteration([9, 9])
+    cycle = prefill + decode
+    lone = COST.iteration((), [(8, 8)]) + COST.iteration([9])  # the fifth request, its partner never sent
+    assert np.allclose(result.ttft_s, [prefill] * 4 + [COST.iteration((), [(8, 8)])])
+    assert np.allclose(result.e2e_s, [cycle] * 4 + [lone])
+    assert result.makespan_s == pytest.approx(2 * cycle + lone) and list(result.trace_batch) == [2, 2] * 2 + [1, 1]
+
+
 def test_continuous_batching_beats_static_under_load():
     w = poisson_workload(400, 20.0, 256, 64, seed=2)
     static, continuous = (simulate(Deployment.of(MODEL, H100), w, policy).summary() for policy in ("static", "continuous"))

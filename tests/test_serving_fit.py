@@ -114,6 +114,17 @@ def test_accuracy_serving_reports_each_backend_held_out(serving_csv, capsys):
     assert report["leave_one_device_out"]["tpot"]["n"] == 4  # H100 predicted from H200 and back
 
 
+def test_accuracy_serving_scores_one_backend_and_refuses_one_without_rows(serving_csv, capsys):
+    lines = serving_csv.read_text().splitlines()
+    serving_csv.write_text("\n".join(lines + [lines[1].replace("0,src,vllm", "9,src,sglang")]) + "\n")
+    assert main(["accuracy", "--serving", str(serving_csv), "--backend", "sglang", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["backends"]
+    assert set(report) == {"sglang"} and report["sglang"]["rows"] == 1  # vllm's four rows are neither fitted nor scored
+    assert main(["accuracy", "--serving", str(serving_csv), "--backend", "trtllm"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--backend: no aggregated row of backend 'trtllm'" in err[0] and "sglang, vllm" in err[0]
+
+
 def test_fit_engine_serving_refuses_an_engine_without_rows(serving_csv, capsys):
     assert main(["fit-engine", "--serving", str(serving_csv), "--engine", "sglang"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -101,6 +101,9 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load", action="store_true",
                         help="score the public rows measured under load (data/published/trtllm-perf-overview.csv, "
                              "mlperf.csv, sglang-benchmarks.csv, or the FILE given) with the load model, a section a file")
+    parser.add_argument("--backend", metavar="NAME", default=None,
+                        help="with --serving: score only this backend's rows (trtllm, vllm, sglang): one profile's "
+                             "held-out splits, a third of the time of all three")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -159,10 +162,15 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
         return run_transfer(path, args.json)
     if not args.engine:
         from .serving_fit import run_held_out
-        return run_held_out(path, args.json)
+        return run_held_out(path, args.json, args.backend)
     engine = load_engine(args.engine[0])
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
+    if args.backend is not None:
+        rows = [r for r in rows if r.backend == args.backend]
+        if not rows:
+            raise ValueError(f"--backend: no aggregated row of backend {args.backend!r} in {path.name}; fix: one of "
+                             f"{', '.join(sorted({r.backend for r in read.rows}))}")
     predicted = predict(rows, engine)
     report, per_model = scores(rows, predicted), scores(rows, predicted, by="model")
     disaggregated = disaggregated_accuracy(path, engine)

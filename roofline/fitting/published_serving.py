@@ -11,6 +11,8 @@ quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows 
   after:  the steady state at that concurrency (roofline.serving.load) under the engine's default scheduler
           (its profile's `scheduler:`): TTFT and TPOT under the load, TPOT = (E2E - TTFT) / (osl - 1), the
           benchmarks' per-request mean.
+Rows whose benchmark timed TTFT from one completion ahead (serving_rows.COMPLETION_INTERVAL_SOURCES) are compared
+with the predicted TTFT plus E2E / C, E2E = TTFT + (osl − 1) TPOT as predicted: the row's convention, not the engine's.
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ class ServingRow:
     tpot_s: float
     ep: int = 1  # attention data-parallel ranks, each with 1/ep of the routed experts (Deployment.ep)
     formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
+    # the benchmark's TTFT counts one completion interval E2E / C of the closed loop (serving_rows' docstring)
+    ttft_includes_completion_interval: bool = False
 
     @property
     def precision(self) -> Precision:
@@ -129,7 +133,18 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
             continue
         load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
+    for when in ("before", "after"):
+        out[f"ttft_{when}"] = as_timed(rows, out[f"ttft_{when}"], out[f"tpot_{when}"])
     return out
+
+
+def as_timed(rows: list[ServingRow], ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
+    """The server's TTFT as each row's benchmark timed it: plus one completion interval E2E / C where the row's
+    client issued its requests one completion ahead (ServingRow.ttft_includes_completion_interval)."""
+    marked = np.array([r.ttft_includes_completion_interval for r in rows], dtype=bool)
+    gen = np.array([r.gen for r in rows], dtype=float)
+    concurrency = np.array([r.concurrency for r in rows], dtype=float)
+    return np.where(marked, ttft + (ttft + (gen - 1) * tpot) / concurrency, ttft)
 
 
 def scores(rows: list[ServingRow], predicted: dict, by: str = "backend") -> dict:

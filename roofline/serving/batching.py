@@ -10,7 +10,9 @@ overheads included; collectives and overheads go with the flattened ops).
   continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
               limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
               up to blocks of `block_size`, or the workload's longest sequence when contiguous);
-              optional chunked prefill caps the tokens of one iteration.
+              optional chunked prefill caps the tokens of one iteration. Closed loop (`clients`): the first
+              `clients` requests arrive together and each later one when a request completes (a serving
+              benchmark's fixed concurrency; work.arrivals is then ignored).
 Left out: preemption and swapping, sampling time.
 """
 from __future__ import annotations
@@ -179,7 +181,8 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
-                        request_overhead_s: float = 0.0, prompts_cached: bool = False) -> Result:
+                        request_overhead_s: float = 0.0, prompts_cached: bool = False,
+                        clients: int | None = None) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -189,8 +192,13 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     and tokens so far again: vLLM's recompute). Otherwise a request reserves prompt + output at admission.
     request_overhead_s: the engine's per-request cost (tokenizing, scheduling), paid before the scheduler
     sees the request. prompts_cached: a disaggregated decode worker's requests, whose prompt's KV and first token
-    arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here)."""
+    arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here).
+    clients: a closed loop of that many requests in flight (the module docstring)."""
     n = len(work.arrivals)
+    if clients is not None:
+        whole("clients", clients)
+        # the first `clients` arrive at 0, each later one when a request completes (set as they do)
+        work = Workload(np.where(np.arange(n) < clients, 0.0, np.inf), work.prompts, work.outputs)
     need = work.prompts + work.outputs
     if on_demand and block_size is None:
         raise ValueError("on_demand: blocks taken on demand need a block_size; fix: block_size=16 (vLLM's)")
@@ -211,6 +219,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     waiting, running = deque(), []
     trace_s, trace_batch = [], []
     now, arrived, completed, preemptions = 0.0, 0, 0, 0
+    issued = n if clients is None else min(clients, n)  # closed loop: requests sent so far
     while arrived < n or waiting or running:
         if not waiting and not running:
             now = max(now, ready[arrived])
@@ -266,6 +275,9 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             in_use -= held[r]
             held[r] = 0.0
             running.remove(r)
+            if clients is not None and issued < n:  # the client whose request ended sends the next
+                work.arrivals[issued], ready[issued] = now, now + request_overhead_s
+                issued += 1
         if finished and progress is not None:
             completed += len(finished)
             progress(completed, n)
