@@ -871,8 +871,8 @@ def page_plan(analysis: Analysis, setup: Setup) -> None:
     frame = frame.assign(pareto=pareto(frame))
     kept = frame[frame["feasible"]].assign(
         tpot_ms=lambda f: f["tpot_s"] * 1e3, ttft_ms=lambda f: f["ttft_s"] * 1e3,
-        configuration=lambda f: f["hardware"] + " tp" + f["tp"].astype(str) + " " + f["weights"] + "/KV "
-        + f["kv"] + " " + f["engine"] + " x" + f["replicas"].astype(int).astype(str))
+        configuration=lambda f: [roofline.candidate_name(r) + ("" if r["mode"] == "disaggregated" else
+                                                               f" x{int(r['replicas'])}") for _, r in f.iterrows()])
     st.caption(f"{setup.model.name}: {rate:g} requests/s of prompt {setup.prompt} and {setup.gen} output tokens "
                f"(the sidebar's workload); prices: data/prices.yaml. Each point is one deployment (hover for it); "
                f"the dashed line joins the Pareto frontier of cost against TPOT; the dotted rule is the TPOT target.")

@@ -1,9 +1,10 @@
 """Speed of `roofline.plan`: the default grid against issue 26's 2 s, and a wide search, no simulation.
 
-The default grid is what `roofline plan --fast` searches: 3 priced devices x tp 1,2,4,8 x 4 weight formats
-under tensorrt-llm, 48 candidates of Llama-3.1-70B at 3 requests/s, each priced under load (its replicas
-searched through roofline.serving.load) with the ideal bound beside it; with disaggregation on 8 GPUs
-(`plan --disaggregated --max-gpus 8`) it also prices every pair of those layouts as a prefill and a decode
+The one-pool grid is what `roofline plan --fast --no-disaggregated` searches: 3 priced devices x tp 1,2,4,8 x 4
+weight formats under tensorrt-llm, 48 candidates of Llama-3.1-70B at 3 requests/s, each priced under load (its
+replicas searched through roofline.serving.load) with the ideal bound beside it; the default grid, with
+disaggregation on 8 GPUs (`plan --fast --max-gpus 8`: disaggregation is on by default) also prices every
+pair of those layouts as a prefill and a decode
 pool (roofline.planning.pools), 214 candidates, against the same 2 s. The wide space: 3 devices x tp
 1,2,4,8 x pp 1,2 x 4 weight formats x 2 KV formats x 2 engines x 2 batch caps = 768 candidates. Its capacity
 batches are checked against the first version's scalar path (a Deployment, memory, TTFT and a bisection of
@@ -81,12 +82,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     config = load_model("llama-3.1-70b")
-    default_cold, default_warm = timed(lambda: plan(config, DEFAULT_WORK, DEFAULT_TARGETS), args.repeats)
+    default_cold, default_warm = timed(lambda: plan(config, DEFAULT_WORK, DEFAULT_TARGETS, disaggregated=False),
+                                       args.repeats)
     pools = plan(config, DEFAULT_WORK, DEFAULT_TARGETS, disaggregated=True, max_gpus=8)
     pools_cold, pools_warm = timed(lambda: plan(config, DEFAULT_WORK, DEFAULT_TARGETS, disaggregated=True, max_gpus=8),
                                    args.repeats)
-    frame = plan(config, WORK, TARGETS, **SPACE)
-    cold, warm = timed(lambda: plan(config, WORK, TARGETS, **SPACE), max(args.repeats // 2, 1))
+    frame = plan(config, WORK, TARGETS, **SPACE, disaggregated=False)  # the one-pool wide space
+    cold, warm = timed(lambda: plan(config, WORK, TARGETS, **SPACE, disaggregated=False), max(args.repeats // 2, 1))
     axes = [SPACE[k] for k in ("hardware", "tp", "pp", "weights", "kv", "engines", "max_batch", "prefill_chunk")]
     every = list(itertools.product(*axes))
     sample = [c for c in every if c[2] == 1][::17][:200]  # the first version had no pp: its candidates only

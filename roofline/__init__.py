@@ -28,7 +28,7 @@ from .models.config import (ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WIN
                             config_from_json, load_model)
 from .models.config_state import STATE_FAMILIES
 from .planning.forms import explain as explain_plan
-from .planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, pareto, plan, verdict
+from .planning.plan import DEFAULT_ENGINE, Targets, Workload, candidate_name, load_prices, pareto, plan, verdict
 from .precision import BITS, Precision
 from .serving import crossovers
 from .serving.constant_state import attention_twin, cache_against_context, layer_kind_table
@@ -51,7 +51,8 @@ def __getattr__(name: str):
 __all__ = [
     # estimates
     "analyze", "sweep", "Analysis", "METRIC_DEFINITIONS", "BOUNDS", "plan", "Targets", "Workload", "load_prices",
-    "pareto", "verdict", "explain_plan", "DEFAULT_ENGINE", "at_load", "Policy", "kv_sequences", "speculate", "analyze_pipeline",
+    "pareto", "verdict", "candidate_name", "explain_plan", "DEFAULT_ENGINE", "at_load", "Policy", "kv_sequences",
+    "speculate", "analyze_pipeline",
     "analyze_expert_parallel", "crossovers", "derivations", "attention_twin", "cache_against_context",
     "layer_kind_table",
     # the step pricer and its inputs

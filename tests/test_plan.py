@@ -29,7 +29,7 @@ def under_load(row, replicas, work=WORK):
 
 
 def test_every_kept_deployment_meets_the_targets_under_load_with_the_fewest_replicas():
-    frame = plan("llama-2-70b", WORK, TARGETS, tp=(1, 2, 4), weights=("bf16", "int4"))
+    frame = plan("llama-2-70b", WORK, TARGETS, tp=(1, 2, 4), weights=("bf16", "int4"), disaggregated=False)
     kept = frame[frame["feasible"]]
     assert len(kept) >= 3 and (kept["engine"] == "tensorrt-llm").all()
     for _, row in kept.iterrows():

@@ -60,7 +60,7 @@ def test_the_context_window_is_enforced_and_a_file_beyond_it_is_named_by_line(tm
     with pytest.raises(ValueError, match="exceed the 8192-token context window of 'llama-3-8b'"):
         plan("llama-3-8b", long, Targets(60.0, 0.05), hardware=("h100-sxm",), tp=(8,), weights=("bf16",))
     beyond = plan("llama-3-8b", long, Targets(60.0, 0.05), hardware=("h100-sxm",), tp=(8,), weights=("bf16",),
-                  allow_beyond_window=True)
+                  allow_beyond_window=True, disaggregated=False)
     assert len(beyond) == 1
     prompts = tmp_path / "prompts.csv"
     prompts.write_text("prompt\n1000\n9000\n2000\n")
@@ -113,7 +113,7 @@ def test_every_column_is_defined_in_the_help_and_the_readme(capsys):
 
 
 def test_the_load_model_sets_the_batch_not_the_capacity():
-    frame = plan("llama-3.1-70b", WORK, TARGETS, **SPACE)
+    frame = plan("llama-3.1-70b", WORK, TARGETS, **SPACE, disaggregated=False)  # one pool: batch is its in-flight
     kept = frame[frame["feasible"]]
     assert (kept["batch"] < kept["capacity_batch"]).all()
     little = WORK.rate / kept["replicas"] * (kept["ttft_s"] + (WORK.gen - 1) * kept["tpot_s"])

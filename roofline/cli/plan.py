@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import sympy as sp
 
-from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan, verdict
+from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, candidates_as_data, load_prices, plan, verdict
 from ..precision import normalize_dtype
 from ..planning.workload import MAX_RATE, parse_lengths
 from ..views.fmt import fmt_count, fmt_number, fmt_seconds, plural
@@ -41,7 +41,7 @@ COLUMNS = {
     "ideal_ttft_s, ideal_tpot_s": "the same layout and load under the ideal engine: the bound, never ranked",
     "sim_ttft_s, sim_tpot_s": "the percentile from the request-by-request simulation ('unsimulated': not run)",
     "decode_bound": "the resource binding the decode step at capacity_batch",
-    "mode": "aggregated (one pool) or disaggregated (--disaggregated: a prefill pool and a decode pool)",
+    "mode": "aggregated (one pool) or disaggregated (a prefill pool and a decode pool; --no-disaggregated: none)",
     "prefill_tp, prefill_workers, decode_workers": "disaggregated: the prefill pool's tp and workers (sized by TTFT), "
                                                    "the decode workers (by TPOT; tp, ep and replicas are theirs)",
     "kv_transfer_s, link": "disaggregated: one request's KV between the pools, over nvlink or the network",
@@ -103,10 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-chunk", "--chunk", dest="prefill_chunk", default="8192",
                         help="candidate prefill chunks (tokens; 'all' for none), which size the workspace (default %(default)s)")
     parser.add_argument("--max-gpus", help="at most this many GPUs in all (default: no limit)")
-    parser.add_argument("--disaggregated", action="store_true",
-                        help="also price disaggregated serving: a prefill pool and a decode pool of any two tp "
-                             "layouts, the KV moved between them (ranked with the rest; the percentile check "
-                             "simulates each pool)")
+    parser.add_argument("--disaggregated", action=argparse.BooleanOptionalAction, default=True,
+                        help="also price disaggregated serving (default: on; --no-disaggregated for one pool "
+                             "alone): a prefill pool and a decode pool of any two tp layouts, the KV moved between "
+                             "them, ranked with the rest (one wins only where it is cheaper under the same "
+                             "targets; the percentile check simulates each pool)")
     parser.add_argument("--prices", help="$/GPU-hour YAML (default data/prices.yaml, each price with its source)")
     parser.add_argument("--frontier", default="2", help="with --percentile: deployments kept per hardware (default %(default)s)")
     parser.add_argument("--requests", default="400", help="with --percentile: requests simulated per candidate")
@@ -225,9 +226,8 @@ def run(args: argparse.Namespace) -> int:
                  disaggregated=args.disaggregated)
     status = 0 if frame["feasible"].any() else 1
     if args.json:
-        objects = [c for c in ("deployment", "prefill_deployment") if c in frame]  # Deployments: not JSON
         records = [{k: _json_value(k, v) for k, v in row.items()}
-                   for row in frame.drop(columns=objects).to_dict(orient="records")]
+                   for row in candidates_as_data(frame).to_dict(orient="records")]
         print(json.dumps(records, indent=2, default=str))
         return status
     percentile = "" if targets.percentile is None else f" (p{targets.percentile:g}, simulated for the frontier)"
@@ -241,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
         shown = list(SHOWN) + (["sim_ttft_s", "sim_tpot_s"] if targets.percentile is not None else [])
         if args.experts is not None:
             shown.insert(shown.index("weights") + 1, "experts")
-        if args.disaggregated:
+        if (feasible["mode"] == "disaggregated").any():  # the pools' columns only where a pool pair is shown
             shown = list(DISAGGREGATED_SHOWN) + shown
             shown.insert(shown.index("replicas"), "decode_workers")
             shown.remove("replicas")

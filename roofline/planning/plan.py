@@ -30,7 +30,16 @@ from ..serving.batching import MAX_REQUESTS
 from ..sharding import whole
 from .workload import Lengths, Workload
 
-__all__ = ["plan", "OBJECTIVES", "DEFAULT_ENGINE", "verdict", "pareto", "Targets", "Workload", "Lengths", "load_prices", "PRICES"]
+__all__ = ["plan", "OBJECTIVES", "DEFAULT_ENGINE", "verdict", "candidate_name", "candidates_as_data", "pareto", "Targets",
+           "Workload", "Lengths", "load_prices", "PRICES"]
+DEPLOYMENT_COLUMNS = ("deployment", "prefill_deployment")  # the priced Deployments of a row: objects, not data
+
+
+def candidates_as_data(frame: pd.DataFrame) -> pd.DataFrame:
+    """The plan's frame without its Deployment objects (one pool's, or both pools'): what JSON and reports carry."""
+    return frame.drop(columns=[c for c in DEPLOYMENT_COLUMNS if c in frame])
+
+
 DEFAULT_ENGINE = "tensorrt-llm"  # a fitted profile: what a deployment achieves; `ideal` is the bound beside it
 # what each objective ranks by, in order: (column, ascending)
 OBJECTIVES = {"cost": (("usd_per_million_tokens", True), ("capacity_tokens_per_s_per_gpu", False)),
@@ -63,7 +72,7 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
          prefill_chunk=DEFAULT_PREFILL_CHUNK, pp=(1,), ep=(1,), kv=("bf16",), max_batch=(None,),
          max_gpus: int | None = None, frontier: int = 2, requests: int = 400, seed: int = 0,
          progress=None, experts: str | None = None, replicas=(None,), objective: str = "cost",
-         allow_beyond_window: bool = False, disaggregated: bool = False) -> pd.DataFrame:
+         allow_beyond_window: bool = False, disaggregated: bool = True) -> pd.DataFrame:
     """Every candidate, feasible ones first by cost per million output tokens, then by the tokens/s per GPU
     it could serve (its headroom for more load); the others with the reason they fail (layout, price,
     memory, TTFT, TPOT, E2E, more GPUs than max_gpus, or the simulated percentile). hardware None: every
@@ -72,7 +81,8 @@ def plan(model, work: Workload, targets: Targets, hardware=None, tp=(1, 2, 4, 8)
     total) called as it goes) are kept, and the ones it rejects say so. experts: the routed MoE experts' weight
     format for every candidate (the checkpoint's, e.g. gpt-oss's mxfp4; None: each candidate's weights format).
     disaggregated: also every pair of layouts as a prefill pool and a decode pool (roofline.planning.pools), at
-    the first prefill chunk, ranked with the rest (mode column)."""
+    the first prefill chunk, ranked with the rest (mode column); on by default, a pair wins only where it is
+    cheaper under the same targets."""
     work.check()
     targets.check()
     config = load_model(model)
@@ -168,7 +178,8 @@ def _split(row, prefix: str = "") -> str:
     return "".join(f" {k}={int(row[prefix + k])}" for k in keys if prefix + k in row and row[prefix + k] > 1) or " tp=1"
 
 
-def _config(row) -> str:
+def candidate_name(row) -> str:
+    """A candidate in words: device, layout (both pools of a disaggregated pair, with their workers), formats, engine."""
     experts = row.get("experts", row["weights"])
     weights = row["weights"] if experts == row["weights"] else f"{row['weights']} (experts {experts})"
     if row.get("mode") == "disaggregated":
@@ -192,7 +203,7 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model", obj
         best = frame.iloc[0]
         lead = {"cost": "Cheapest", "gpus": "Fewest GPUs", "throughput-per-gpu": "Most tokens/s per GPU"}[objective]
         holder = "decode worker" if best.get("mode") == "disaggregated" else "replica"
-        return (f"{lead}: {int(best['gpus'])} x {_config(best)}, {best['batch']:.0f} requests in flight a {holder} "
+        return (f"{lead}: {int(best['gpus'])} x {candidate_name(best)}, {best['batch']:.0f} requests in flight a {holder} "
                 f"(capacity batch {int(best['capacity_batch'])}), ${best['usd_per_million_tokens']:.3g} per million "
                 "output tokens.")
     reasons = frame["rejected"].str.split(":").str[0].str.split(" ").str[0]
@@ -204,26 +215,26 @@ def verdict(frame: pd.DataFrame, targets: Targets, model: str = "the model", obj
         return f"No candidate hardware has a price: add {', '.join(sorted(set(hit['hardware'])))} to the price sheet."
     if furthest == "memory":
         row = hit.loc[hit["memory_bytes_batch1"].idxmin()]
-        return (f"{model} fits no candidate: even {_config(row)} needs {row['memory_bytes_batch1'] / 1e9:.0f} GB "
+        return (f"{model} fits no candidate: even {candidate_name(row)} needs {row['memory_bytes_batch1'] / 1e9:.0f} GB "
                 f"per GPU at batch 1, against {row['rejected'].split('> ')[-1]}; use more GPUs (tp, pp) or narrower "
                 "weights.")
     if furthest == "TTFT":
         row = hit.loc[hit["ttft_alone_s"].idxmin()]
-        return (f"No candidate meets TTFT {targets.ttft_s * 1e3:g} ms: the fastest prefill, {_config(row)}, takes "
+        return (f"No candidate meets TTFT {targets.ttft_s * 1e3:g} ms: the fastest prefill, {candidate_name(row)}, takes "
                 f"{row['ttft_alone_s'] * 1e3:.1f} ms for one prompt" + _under_load(row) + ".")
     if furthest == "TPOT":
         row = hit.loc[hit["tpot_s"].idxmin()]
         if _under_load(row):
             return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms at the offered rate: the closest, "
-                    f"{_config(row)}, decodes in {row['tpot_s'] * 1e3:.2f} ms{_under_load(row)}.")
-        return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms: the fastest decode step, {_config(row)} at "
+                    f"{candidate_name(row)}, decodes in {row['tpot_s'] * 1e3:.2f} ms{_under_load(row)}.")
+        return (f"No candidate meets TPOT {targets.tpot_s * 1e3:g} ms: the fastest decode step, {candidate_name(row)} at "
                 f"batch 1, takes {row['tpot_s'] * 1e3:.2f} ms.")
     if furthest == "E2E":
         row = hit.loc[hit["e2e_s"].idxmin()]
-        return (f"No candidate meets E2E {targets.e2e_s:g} s: the fastest, {_config(row)}, takes "
+        return (f"No candidate meets E2E {targets.e2e_s:g} s: the fastest, {candidate_name(row)}, takes "
                 f"{row['e2e_s']:.2f} s per request.")
     if furthest == "GPUs":
         row = hit.loc[hit["gpus"].idxmin()]
-        return (f"No candidate serves the rate within the GPU limit: the fewest needed, {_config(row)}, is "
+        return (f"No candidate serves the rate within the GPU limit: the fewest needed, {candidate_name(row)}, is "
                 f"{int(row['gpus'])} GPUs ({row['rejected'].split('> ')[-1]} allowed).")
     return f"No candidate meets the p{targets.percentile:g} targets in simulation: {hit.iloc[0]['rejected']}."

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sympy as sp
 
-from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, plan, verdict
+from ..planning.plan import DEFAULT_ENGINE, Targets, Workload, candidates_as_data, plan, verdict
 from ..planning.forms import explain
 from ..views.fmt import fmt_number, fmt_seconds
 
@@ -23,6 +23,8 @@ SHOWN = {"hardware": "hardware", "tp": "tp", "weights": "weights", "kv": "KV", "
          "usd_per_million_tokens": "$ / M output tokens", "ttft_s": "TTFT (s)", "tpot_s": "TPOT (s)",
          "ideal_ttft_s": "ideal TTFT (s)", "ideal_tpot_s": "ideal TPOT (s)",
          "ttft_headroom": "TTFT headroom", "tpot_headroom": "TPOT headroom", "decode_bound": "decode bound"}
+POOLS = {"mode": "mode", "prefill_tp": "prefill tp", "prefill_workers": "prefill workers",
+         "decode_workers": "decode workers"}  # shown where a disaggregated pair (two pools) is among the kept
 TOP = 8
 
 
@@ -45,8 +47,9 @@ def plan_section(config, devices, precision, inputs: dict, rate: float, ttft_s: 
     work, targets = Workload(rate, inputs["prompt"], inputs["gen"]), Targets(ttft_s, tpot_s, e2e_s)
     frame = plan(config, work, targets, tuple(devices), (1, 2, 4, 8), (precision.weights,),
                  (_engine(inputs.get("engine")),), kv=(precision.kv,), experts=precision.experts)
-    found = (explain(frame, work, targets, len(devices))
-             if frame["feasible"].any() else [])
+    aggregated = frame[frame["mode"] == "aggregated"]  # B* and the TP break-even are one pool's forms
+    found = (explain(aggregated, work, targets, len(devices))
+             if aggregated["feasible"].any() else [])
     return PlanSection(work, targets, frame, verdict(frame, targets, config.name), found)
 
 
@@ -63,13 +66,15 @@ def plan_blocks(section: PlanSection | None, number: int) -> list:
               ("p", (f"roofline.plan over these devices at tp 1, 2, 4, 8: each candidate must fit in memory, meet "
                      f"TTFT {fmt_seconds(t.ttft_s)} and TPOT {fmt_seconds(t.tpot_s)}{e2e} (means under load: "
                      "queueing and prefill sharing steps, roofline.serving.load) with the fewest replicas that do, "
-                     "the running batch capped at the largest meeting TPOT; ranked by $ per million output tokens "
-                     "from data/prices.yaml (each price with its source).")),
+                     "the running batch capped at the largest meeting TPOT, and every pair of those layouts as a "
+                     "prefill pool and a decode pool (disaggregated; roofline.planning.pools); ranked by $ per "
+                     "million output tokens from data/prices.yaml (each price with its source).")),
               ("p", section.sentence)]
     kept = section.frame[section.frame["feasible"]].head(TOP)
     if len(kept):
-        table = kept[list(SHOWN)].rename(columns=SHOWN)
-        blocks.append(("table", table.map(lambda v: f"{v:.4g}" if isinstance(v, float) else str(v))))
+        shown = {**POOLS, **SHOWN} if (kept["mode"] == "disaggregated").any() else SHOWN
+        table = kept[list(shown)].rename(columns=shown)
+        blocks.append(("table", table.map(lambda v: ("n/a" if v != v else f"{v:.4g}") if isinstance(v, float) else str(v))))
     reasons = section.frame.loc[~section.frame["feasible"], "rejected"]
     if len(reasons):
         blocks.append(("list", [f"rejected by {r}: {n}" for r, n in reasons.str.split(":").str[0].value_counts().items()]
@@ -89,7 +94,7 @@ def plan_json(section: PlanSection | None) -> dict | None:
     if section is None:
         return None
     return {"rate": section.work.rate, "ttft_s": section.targets.ttft_s, "tpot_s": section.targets.tpot_s,
-            "e2e_s": section.targets.e2e_s, "verdict": section.sentence, "candidates": section.frame.drop(columns="deployment"),
+            "e2e_s": section.targets.e2e_s, "verdict": section.sentence, "candidates": candidates_as_data(section.frame),
             "forms": [{"hardware": row["hardware"], "largest_batch": batch.value,
                        "largest_batch_expression": _equation(batch.expression), "given": batch.given,
                        "tp_breakeven": tp.value, "tp_breakeven_expression": _equation(tp.expression)}
