@@ -10,8 +10,8 @@ shards itself.
 
 The achievable roofs are one field, `engine` (roofline/engine.py: the efficiencies its kernels reach, its
 launch and host latencies, its quantized GEMVs, its all-reduce latency; a harness fit is one too): its roofs
-come through `roofs`, its fixed costs are overhead rows beside the collectives, its all-reduce latency
-prices the collectives, and its per-request cost is in TTFT (roofline.evaluate).
+come through `roofs`, its fixed costs (per step, per running sequence, per layer) are overhead rows beside the
+collectives, its all-reduce latency prices the collectives, and its per-request cost is in TTFT (roofline.evaluate).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
 COLLECTIVE_GROUPS = ("tp", "pp", "ep")
 OVERHEAD_GROUP = "overhead"
+SEQUENCES_OP = "sequences"  # the overhead row priced per running sequence (the others per step or per layer)
 
 
 @dataclass(frozen=True)
@@ -236,12 +237,15 @@ class Deployment:
         """
         compiled = self.phase(phase, queries)
         per_sequence = {PREFILL: context, DECODE: 1.0, QUERIES: queries}[phase]
-        return self.price(compiled, self.components(compiled, batch, context), np.asarray(batch, dtype=float) * per_sequence)
+        sequences = np.asarray(batch, dtype=float)
+        return self.price(compiled, self.components(compiled, batch, context), sequences * per_sequence, sequences)
 
-    def price(self, compiled: CompiledPhase, components, tokens) -> Step:
-        """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows."""
+    def price(self, compiled: CompiledPhase, components, tokens, sequences) -> Step:
+        """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows from
+        `sequences` = B sequences."""
         times = step_times(components, compiled, self.roofs_for(compiled, components, tokens))
-        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens), self.fixed_rows())
+        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens),
+                           self.fixed_rows(sequences))
 
     def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
         """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
@@ -275,12 +279,17 @@ class Deployment:
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 
-    def fixed_rows(self) -> list[tuple[OpName, int, float]]:
+    def fixed_rows(self, sequences) -> list[tuple[OpName, int, object]]:
         """The engine's fixed times as rows of the step, only when it has them: a step overhead on each pipeline
-        stage's GPU, a launch overhead per layer."""
+        stage's GPU, the scheduler's work for each of the step's `sequences` (once a step, on the host: a
+        pipeline's stages do not repeat it; under expert parallelism each attention rank schedules its own B/e,
+        side by side), a launch overhead per layer."""
         cal, rows = self.engine, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
+        if cal.sequence_overhead_s:
+            per_rank = np.asarray(sequences, dtype=float) / self.ep
+            rows.append((OpName(OVERHEAD_GROUP, SEQUENCES_OP), 1, per_rank * cal.sequence_overhead_s))
         if cal.layer_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "layers"), self.config.n_layers,
                          self.config.n_layers * cal.layer_overhead_s))

@@ -8,8 +8,8 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
   read a GQA group's shared K/V again (once per group, or once per query head);
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
-- its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host) and per
-  request (tokenizing, scheduling: paid once, in TTFT);
+- its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host), per running
+  sequence per step (the scheduler's work for each request) and per request (tokenizing: paid once, in TTFT);
 - the latency of one of its all-reduces (tensor parallelism: two a layer).
 
 Each parameter has a unit, a physical range and a note of the rows that pin it (`data/engines/*.yaml`).
@@ -56,6 +56,10 @@ PARAMETERS = {
     "attention_flops_efficiency": ("fraction", 0.0, 1.0, "of the datasheet peak prefill attention reaches"),
     "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
     "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
+    # A scheduler in Python walks its running requests every step (bookkeeping, batch metadata, one token
+    # detokenized each): tens of microseconds a request. A millisecond a request is a typo or a missing term.
+    "sequence_overhead_s": ("s", 0.0, 1e-3, "per running sequence per step: host work the scheduler does for each "
+                            "request in the step"),
     "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
     # Disaggregated serving only: what a request's move from a prefill worker to a decode worker costs beyond its
     # KV bytes on the link (routing to two workers, the transfer's setup and completion handshake, the decode
@@ -73,8 +77,8 @@ PARAMETERS = {
                     "again (0: once per group; 1: once per query head)"),
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
-# no re-reads; no disaggregation handoff (no disaggregated rows pin it).
-OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s")
+# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work.
+OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s", "sequence_overhead_s")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
@@ -92,6 +96,7 @@ class Engine:
     attention_flops_efficiency: float = 1.0
     layer_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
+    sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
     request_overhead_s: float = 0.0
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)

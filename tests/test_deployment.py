@@ -131,7 +131,8 @@ def test_every_engine_parameter_a_decode_step_reads_is_one_term_of_the_gap():
     assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED, "roofs"}  # roofs: what they are of
 
 
-@pytest.mark.parametrize("engine", ["tensorrt-llm", "gpt-fast", "llama.cpp", "hf-eager"])
+@pytest.mark.parametrize("engine", ["tensorrt-llm", "gpt-fast", "llama.cpp", "hf-eager",
+                                    Engine("scheduler", 0.8, 0.6, step_overhead_s=2e-5, sequence_overhead_s=4e-5)])
 def test_the_engine_gap_terms_are_exactly_the_steps_rows(engine):
     """Each term of the waterfall is one step row's difference from the ideal; none is left as "efficiency"."""
     d = Deployment.of(CONFIG, H100, engine=engine, tp=2)
@@ -144,7 +145,8 @@ def test_the_engine_gap_terms_are_exactly_the_steps_rows(engine):
     for op, seconds in zip(ideal.ops, ideal.time_s):
         rows[op.term if op.group in ("tp", "overhead") else "model"] -= float(np.ravel(seconds)[0])
     kernel_terms = ("kernel roofs", "efficiency", "corner", "GQA re-reads", "quantized kernels")
-    row_terms = {"overhead.layers": "launch", "overhead.step": "host", "tp.all-reduce": "collectives"}
+    row_terms = {"overhead.layers": "launch", "overhead.step": "host", "overhead.sequences": "host per sequence",
+                 "tp.all-reduce": "collectives"}
     assert set(rows) - {"model"} <= set(row_terms)  # a new kind of row must get a term of its own
     assert gap[list(kernel_terms)].sum() == pytest.approx(rows["model"], rel=1e-9)
     for row, term in row_terms.items():

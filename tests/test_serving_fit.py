@@ -46,6 +46,19 @@ def test_the_fit_recovers_the_parameters_the_rows_were_made_with():
     assert again["tpot_after"] == pytest.approx([r.tpot_s for r in rows], rel=0.01)
 
 
+def test_the_fit_tells_a_cost_per_running_sequence_from_one_per_step():
+    """Rows from 2 to 128 requests in flight: a per-step cost is flat in the concurrency, a per-sequence cost grows
+    with it, so the fit pulls the two apart (SGLang's priors: 0.1 ms a step, 10 us a sequence)."""
+    prior = load_engine("sglang").prior()  # the profile that fits the term
+    true = {"sequence_overhead_s": 40e-6, "step_overhead_s": 0.5e-3}
+    rows = synthesized(dataclasses.replace(prior, **true), LAYOUTS)
+    result = fit_serving(prior, rows, list(true))
+    assert result.engine.sequence_overhead_s == pytest.approx(40e-6, rel=0.02)
+    assert prior.sequence_overhead_s == pytest.approx(1e-5)  # the fit had to move it 4x
+    # the per-step cost is a few percent of these rows' steps: the prior's pull (0.1 ms) holds it ~10% short
+    assert result.engine.step_overhead_s == pytest.approx(0.5e-3, rel=0.15)
+
+
 def test_held_out_splits_never_fit_on_a_held_out_row():
     rows = [ServingRow(f"r{i}", "vllm", model, hardware, "fp8", 2, 8, 512, 128, 0.1, 0.01)
             for i, (model, hardware) in enumerate([("llama-3.1-8b", "h100-sxm"), ("llama-3.1-8b", "h200"),

@@ -46,6 +46,7 @@ class Group:
     deployment: Deployment  # on the measured ceilings of each point (read stream, GEMM FLOP/s)
     counts: np.ndarray  # (n_ops, n_components, n_points)
     tokens: np.ndarray  # (n_points,) B·T rows of each step
+    sequences: np.ndarray  # (n_points,) B sequences of each step
     measured_s: np.ndarray  # (n_points,)
     index: np.ndarray  # the points' row numbers in the frame
 
@@ -93,14 +94,14 @@ def groups_of(frame: pd.DataFrame) -> list[Group]:
         # decode attends the cached context plus the new token (the library's TPOT at prompt = context)
         keys = decode_context(context) if phase == DECODE else context
         counts = compiled(batch, keys, d.precision.byte_widths)
-        out.append(Group(phase, d, counts, batch * (1.0 if phase == DECODE else context),
+        out.append(Group(phase, d, counts, batch * (1.0 if phase == DECODE else context), batch,
                          rows["time_s"].to_numpy(float), rows.index.to_numpy()))
     return out
 
 
 def step_time(group: Group, engine: Engine) -> np.ndarray:
     d = dataclasses.replace(group.deployment, engine=engine)
-    return d.price(d.phase(group.phase), group.counts, group.tokens).total_s
+    return d.price(d.phase(group.phase), group.counts, group.tokens, group.sequences).total_s
 
 
 def parameters(groups: list[Group]) -> list[str]:

@@ -2,10 +2,11 @@
 its own workload and measured ceilings, and the p50 / p90 TTFT and TPOT compared.
 
 A step is priced by the Deployment on the run's ceilings with an engine profile (fractions of measured
-ceilings: data/engines/harness-cpu.yaml), through the simulator's StepCost, plus the server's host
-term when one is fitted: seconds a step spends outside the pricer's ops (the scheduler's Python, the
-per-sequence attention loop, building positions and segments). That term is fitted on the steps of
-runs given apart from the scored ones, never on the scored runs.
+ceilings: data/engines/harness-cpu.yaml), through the simulator's StepCost. The server's host term, when
+one is fitted, is seconds a step spends outside the pricer's model ops (the scheduler's Python, the
+per-sequence attention loop, building positions and segments): fitted on the steps of runs given apart
+from the scored ones, never on the scored runs, it becomes the engine's step_overhead_s and
+sequence_overhead_s, which the pricer prices as rows of the step like any engine's (HostCost.on).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from scipy.optimize import brentq, lsq_linear
 
 from roofline import Hardware, ModelConfig
 from roofline.deployment import Deployment
-from roofline.engine import Engine
+from roofline.engine import PARAMETERS, Engine
 from roofline.model import Options
 from roofline.precision import Precision
 from roofline.serving.batching import Result, StepCost, simulate_continuous
@@ -28,30 +29,34 @@ from .sweep import config_hash
 
 # Physical bounds of the host term: a step's fixed Python (scheduling, sampling, segment building) is
 # well under 10 ms; one sequence's share (its attention call and cache writes in each layer, a few
-# microseconds an op) under 1 ms.
-STEP_S_BOUND, SEQUENCE_S_BOUND = 1e-2, 1e-3
+# microseconds an op) within the engine's bound on sequence_overhead_s (1 ms).
+STEP_S_BOUND, SEQUENCE_S_BOUND = 1e-2, PARAMETERS["sequence_overhead_s"][2]
 PREFILL_HEAVY_TOKENS = 64  # a step with more prefill tokens than this: its GEMMs are compute-bound (fp32, 1 thread)
 
 
 @dataclass(frozen=True)
 class HostCost:
+    """The server's host term as fitted (fit_host), before it joins the engine (`on`)."""
     step_s: float = 0.0  # s per step, whatever it carries
     sequence_s: float = 0.0  # s per sequence in the step (decoders and prefill chunks)
     source: str = "none"
 
+    def on(self, engine: Engine) -> Engine:
+        """`engine` with this term added to its own per-step and per-sequence host costs: the pricer's rows."""
+        return replace(engine, step_overhead_s=engine.step_overhead_s + self.step_s,
+                       sequence_overhead_s=engine.sequence_overhead_s + self.sequence_s)
+
 
 class ServerStepCost(StepCost):
-    """The simulator's step price plus the server's host term, on `cpu_share` of a core: the pricer prices a
-    step that has the core to itself; time-sliced with another tenant, a step's work takes 1 / share as long."""
+    """The simulator's step price on `cpu_share` of a core: the pricer prices a step that has the core to itself;
+    time-sliced with another tenant, a step's work takes 1 / share as long."""
 
-    def __init__(self, deployment: Deployment, host: HostCost, cpu_share: float = 1.0):
+    def __init__(self, deployment: Deployment, cpu_share: float = 1.0):
         super().__init__(deployment)
-        self.host, self.cpu_share = host, cpu_share
+        self.cpu_share = cpu_share
 
     def iteration(self, decode_contexts, prefills=()) -> float:
-        sequences = len(decode_contexts) + len(prefills)
-        work = super().iteration(decode_contexts, prefills) + self.host.step_s + self.host.sequence_s * sequences
-        return work / self.cpu_share
+        return super().iteration(decode_contexts, prefills) / self.cpu_share
 
 
 @dataclass
@@ -167,7 +172,9 @@ def fit_host(steps: list[tuple], engine: Engine, runs: int) -> HostCost:
     medians = np.array([np.median(residuals[s]) for s in sorted(residuals)])
     weights = np.sqrt([len(residuals[s]) for s in sorted(residuals)])
     design = np.column_stack([np.ones_like(sequences), sequences]) * weights[:, None]
-    fit = lsq_linear(design, medians * weights, bounds=([0.0, 0.0], [STEP_S_BOUND, SEQUENCE_S_BOUND]))
+    # the engine's own host costs stay; the fitted term adds to them within each one's bound
+    room = (STEP_S_BOUND - engine.step_overhead_s, SEQUENCE_S_BOUND - engine.sequence_overhead_s)
+    fit = lsq_linear(design, medians * weights, bounds=([0.0, 0.0], room))
     return HostCost(float(fit.x[0]), float(fit.x[1]), f"{len(steps)} steps of {runs} runs")
 
 
@@ -183,7 +190,7 @@ def predict(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool 
     """The simulator on the run's workload and policy (no KV limit: each request has a cache slot); shared:
     on the share of the core the run measured it had, else on a core of its own."""
     work, _ = workload(run.spec)
-    cost = ServerStepCost(run_deployment(run, engine), host, run.cpu_share if shared else 1.0)
+    cost = ServerStepCost(run_deployment(run, host.on(engine)), run.cpu_share if shared else 1.0)
     return simulate_continuous(work, cost, run.spec.max_batch, chunk_tokens=run.spec.token_budget)
 
 

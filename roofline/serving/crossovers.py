@@ -204,7 +204,7 @@ def elasticities(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str,
     def tpot(batch_size, part: slice = BYTES, factor: float = 1.0) -> float:
         counts = np.array(d.components(phase, float(batch_size), context), dtype=float)
         counts[:, part] *= factor
-        return float(d.price(phase, counts, float(batch_size)).total_s)
+        return float(d.price(phase, counts, float(batch_size), float(batch_size)).total_s)
 
     def elasticity(at) -> float:
         return (math.log(at(1 + STEP)) - math.log(at(1 - STEP))) / (math.log(1 + STEP) - math.log(1 - STEP))

@@ -9,6 +9,7 @@ Priced once per term through the one step pricer, each time switching on the nex
   quantized kernels  its dequantizing GEMVs streaming slower than its 16-bit ones
   launch             its fixed cost per layer (kernels a layer x launch latency)
   host               its fixed cost per step
+  host per sequence  its scheduler's work for each running sequence, every step
   collectives        its all-reduce latency against the link's
 The terms add up to the engine's TPOT minus the ideal TPOT. TERMS names every engine parameter a decode step
 reads; a new parameter must join a term (tests/test_deployment.py fails otherwise), so none is counted
@@ -28,7 +29,8 @@ TERMS = (("kernel roofs", ("roofs",)),
          ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
-         ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)), ("collectives", ("allreduce_latency_s",)))
+         ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
+         ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s",)))
 NOT_IN_DECODE = ("request_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
 
 

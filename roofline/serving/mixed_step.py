@@ -6,7 +6,7 @@ every op that does not read the cache (projections, MLP, norms, the head, and th
 fixed overheads) runs once over the flattened tokens of all sequences; attention runs per sequence group
 (the decoders at their context, each prefill chunk against its own prompt so far). The head computes
 logits for one token a sequence (serving engines' `logits='last'`), so the dense part depends on the
-tokens and, through the head, on the sequences.
+tokens and, through the head and the engine's per-sequence host work, on the sequences.
 
 `StepTable` samples the same pricer on a grid of token counts once, for the steady-state load model
 (roofline.serving.load), which evaluates thousands of steps per load curve: each op's time is the pricer's
@@ -19,7 +19,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..deployment import Deployment
+from ..deployment import OVERHEAD_GROUP, SEQUENCES_OP, Deployment
 from ..engine import KERNEL
 from ..model import QUERIES
 
@@ -28,10 +28,13 @@ TABLE_POINTS = 256  # grid points per table; geometric, 1 token to the budget
 
 
 def _rows(d: Deployment, sequences, context, queries) -> tuple[list, np.ndarray, np.ndarray]:
-    """The pricer's step, row by row: (seconds per row, reads the cache, belongs to the head)."""
+    """The pricer's step, row by row: (seconds per row, reads the cache, scales with the sequences: the head and
+    the engine's per-sequence host work)."""
     step = d.step(QUERIES, sequences, context, queries)
-    heads = np.array([getattr(op, "group", "") == HEAD_GROUP for op in step.ops])
-    return step.time_s, np.array(step.reads_context), heads
+    per_sequence = np.array([getattr(op, "group", "") == HEAD_GROUP
+                             or (getattr(op, "group", "") == OVERHEAD_GROUP and op.op == SEQUENCES_OP)
+                             for op in step.ops])
+    return step.time_s, np.array(step.reads_context), per_sequence
 
 
 def _sum(rows: list, keep: np.ndarray):
@@ -83,7 +86,7 @@ def mixed_step_seconds(d: Deployment, decode_contexts, chunks=()) -> float:
 @dataclass(frozen=True)
 class StepTable:
     """The pricer's mixed-step parts sampled once on a token grid: dense body (every non-head, non-attention
-    row) by tokens, the head by sequences, one decoder's attention at a context."""
+    row) by tokens, the head and the per-sequence host work by sequences, one decoder's attention at a context."""
     deployment: Deployment
     max_tokens: float  # the grid's top: the token budget
 
@@ -94,12 +97,12 @@ class StepTable:
     @cached_property
     def _body_and_head(self) -> tuple[np.ndarray, np.ndarray]:
         points = np.maximum(self.grid, 1.0)
-        # body: one sequence of T tokens (the head's single row taken out); head: B sequences of one token
+        # body: one sequence of T tokens (the per-sequence rows taken out); head: B sequences of one token
         # (an array of sequences: the pricer's one-point path would read only the first query count)
-        rows, attention, heads = _rows(self.deployment, np.ones_like(points), points, points)
-        body = np.broadcast_to(_sum(rows, ~attention & ~heads), points.shape).astype(float)
+        rows, attention, per_sequence = _rows(self.deployment, np.ones_like(points), points, points)
+        body = np.broadcast_to(_sum(rows, ~attention & ~per_sequence), points.shape).astype(float)
         head_rows, _, _ = _rows(self.deployment, points, 1.0, np.ones_like(points))
-        head = np.broadcast_to(_sum(head_rows, heads), points.shape).astype(float)
+        head = np.broadcast_to(_sum(head_rows, per_sequence), points.shape).astype(float)
         zero = self.grid == 0  # no tokens: no step. Fixed overheads ride with any token, so scale the first point
         return np.where(zero, 0.0, body), np.where(zero, 0.0, head)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..models.config import ModelConfig
-from ..deployment import OVERHEAD_GROUP, Deployment
+from ..deployment import OVERHEAD_GROUP, SEQUENCES_OP, Deployment
 from ..memory import DEFAULT_PREFILL_CHUNK, memory
 from ..model import DECODE, decode_context, layer_group
 from ..sharding import whole
@@ -68,6 +68,8 @@ def stage_seconds(d: Deployment, batch: float, context: float) -> tuple[list[flo
             transfer = seconds / count
         elif name.group == OVERHEAD_GROUP and name.op == "step":
             per_stage += seconds / count
+        elif name.group == OVERHEAD_GROUP and name.op == SEQUENCES_OP:  # the scheduler's, before the first stage
+            ends["embed"] += seconds
         else:  # per-layer collectives and overheads
             per_layer["*"] = per_layer.get("*", 0.0) + seconds / d.config.n_layers
     out = [per_stage + sum(per_layer[_layer_key(d.config, j)] + per_layer.get("*", 0.0) for j in layers)
