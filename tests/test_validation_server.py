@@ -1,4 +1,6 @@
 """The continuous-batching server: its tokens, its schedule against the simulator's, its log, its scoring."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -9,6 +11,8 @@ from validation import serve_bench, serve_score
 from validation.cli import PRESETS, main
 from validation.decoder import build_decoder
 from validation.server import serve
+
+ROOT = Path(__file__).resolve().parents[1]
 
 TINY = PRESETS["tiny"]
 
@@ -118,3 +122,13 @@ def test_bad_load_flags_are_one_line_naming_the_flag(tmp_path, capsys, flag, val
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert flag in err and len(err.splitlines()) == 1
+
+
+def test_the_committed_serve_runs_are_still_read_as_their_preset():
+    """A field added to ModelConfig (a new family's, at its default) must not re-key the runs measured before it:
+    serve-score refused every committed run once the hash covered the new fields."""
+    committed = sorted((ROOT / "data" / "measurements" / "serve").glob("*-serve*.csv"))
+    committed = [p for p in committed if not p.name.endswith((".runs.csv", ".steps.csv"))]
+    assert committed
+    runs = serve_score.load_runs(committed, PRESETS)
+    assert runs and {r.spec.model.name for r in runs} == {"cpu-small"}

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -55,9 +55,25 @@ class SweepSpec:
     kernels: str = "auto"  # "torch" (eager), "triton" (the fused step), "auto": triton where it runs
 
 
+# The fields every hash covers: ModelConfig's when the committed serve runs were measured (883375f). A field added
+# since counts only where a config sets it away from its default, so adding a field (a new family's) leaves every
+# older config's hash, and the runs keyed by it, as they were.
+HASHED_FIELDS = frozenset((
+    "attention_sinks", "attn_output_gate", "chunk", "cla_factor", "conv_kernel", "d_expert", "d_ff", "d_model",
+    "dt_rank", "expert_bias", "family", "gated_mlp", "head_dim", "index_head_dim", "index_heads", "index_topk",
+    "kv_lora_rank", "layer_attention", "layer_mlp", "layer_norm", "learned_positions", "max_positions",
+    "mlp_bias", "moe_latent", "n_experts", "n_heads", "n_kv_heads", "n_layers", "n_shared_experts",
+    "norms_per_layer", "out_bias", "q_lora_rank", "qk_nope_dim", "qk_norm", "qk_rope_dim", "qkv_bias",
+    "router_bias", "router_param_bias", "shared_expert_gate", "shared_expert_width", "ssm_chunk",
+    "ssm_conv_bias", "ssm_gated_norm", "ssm_groups", "ssm_heads", "ssm_inner", "ssm_proj_bias", "ssm_state",
+    "state_bytes", "text_tower_of", "tied_embeddings", "top_k", "v_head_dim", "vocab_size", "window"))
+
+
 def config_hash(config: ModelConfig) -> str:
-    fields = {k: v for k, v in asdict(config).items() if k not in ("name", "source_hash")}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=list).encode()).hexdigest()[:12]
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    shape = {k: v for k, v in asdict(config).items() if k not in ("name", "source_hash")
+             and (k in HASHED_FIELDS or v != defaults[k])}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=list).encode()).hexdigest()[:12]
 
 
 def device_name(device: str) -> str:
