@@ -159,22 +159,23 @@ def ttft_includes_completion_interval(raw: dict) -> bool:
     return (raw.get("backend"), source_file(raw)) in COMPLETION_INTERVAL_SOURCES
 
 
-def read_row(raw: dict) -> dict | str:
+def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_formats=None) -> dict | str:
     """An aggregated row's fields for ServingRow, or the reason it is left out (one of REASONS); a value that
-    is no number raises naming its field."""
-    model = MODELS.get(raw["model_path"])
+    is no number raises naming its field. models, systems, read_formats: the checkpoints, devices and format
+    reading of the rows taken (the fitted Hopper rows' by default; the transfer scorer passes Blackwell's)."""
+    model = models.get(raw["model_path"])
     if model is None:
         return "model"
-    if raw["system"] not in SYSTEMS:
+    if raw["system"] not in systems:
         return "device"
-    precision = formats(raw, model)
+    precision = (read_formats or formats)(raw, model)
     if precision is None:
         return "format"
     split = layout(raw, model)
     if split is None:
         return "layout"
     tp, dp = split
-    return dict(model=model, hardware=SYSTEMS[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
+    return dict(model=model, hardware=systems[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
                 formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
                 gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),

@@ -43,14 +43,19 @@ UNUSED_WIDTHS = ("attention_dp_size", "moe_tp_size", "moe_ep_size")
 
 
 def blackwell_formats(raw: dict, model: str) -> Precision | None:
-    """serving_rows.formats, except an nvfp4 row of a model not shipped in 4 bits: an NVFP4 checkpoint, its modes."""
+    """serving_rows.formats, except an nvfp4 row of a model not shipped in 4 bits: an NVFP4 checkpoint, its modes;
+    NVFP4 GEMMs run W4A8, at the fp8 peak (the module docstring says why not fp4)."""
     shipped = serving_rows.formats(raw, model)
     modes = {(raw.get(k) or "").strip() for k in ("gemm_quant_mode", "moe_quant_mode")}
     if shipped is None or "nvfp4" not in modes or shipped.expert_format in FOUR_BIT:
-        return shipped
-    gemm, moe = (serving_rows.QUANT_FORMATS[(raw.get(k) or "").strip()] for k in ("gemm_quant_mode", "moe_quant_mode"))
-    experts = moe if MOE in load_model(model).layer_mlp and moe != gemm else None
-    return Precision(weights=gemm, experts=experts)
+        precision = shipped
+    else:
+        gemm, moe = (serving_rows.QUANT_FORMATS[(raw.get(k) or "").strip()] for k in ("gemm_quant_mode", "moe_quant_mode"))
+        experts = moe if MOE in load_model(model).layer_mlp and moe != gemm else None
+        precision = Precision(weights=gemm, experts=experts)
+    if precision is not None and precision.weights == "nvfp4":
+        precision = replace(precision, activations="fp8")
+    return precision
 
 
 def read_blackwell_row(raw: dict) -> dict | str:
@@ -60,24 +65,7 @@ def read_blackwell_row(raw: dict) -> dict | str:
     # AIConfigurator writes 0 where a parallel width does not apply (dense Qwen3-32B's MoE widths and data
     # parallelism on GB200): a blank, as serving_rows reads one
     raw = {**raw, **{k: "" for k in UNUSED_WIDTHS if (raw.get(k) or "").strip() in ("0", "0.0")}}
-    model = serving_rows.MODELS.get(raw["model_path"]) or NVFP4_CHECKPOINTS.get(raw["model_path"])
-    if model is None:
-        return "model"
-    if raw["system"] not in BLACKWELL:
-        return "device"
-    precision = blackwell_formats(raw, model)
-    if precision is None:
-        return "format"
-    if precision.weights == "nvfp4":  # W4A8: the GEMMs at the fp8 peak (the module docstring says why not fp4)
-        precision = replace(precision, activations="fp8")
-    split = serving_rows.layout(raw, model)
-    if split is None:
-        return "layout"
-    tp, dp = split
-    return dict(model=model, hardware=BLACKWELL[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
-                formats=precision, concurrency=serving_rows.concurrency(raw),
-                prompt=serving_rows._count(raw, "isl", required=True), gen=serving_rows._count(raw, "osl", required=True),
-                ttft_s=serving_rows._seconds(raw, "silicon_ttft_ms"), tpot_s=serving_rows._seconds(raw, "silicon_tpot_ms"))
+    return serving_rows.read_row(raw, {**NVFP4_CHECKPOINTS, **serving_rows.MODELS}, BLACKWELL, blackwell_formats)
 
 
 def disaggregated_rows(path: Path) -> int:
