@@ -77,12 +77,14 @@ def test_plan_prices_each_weight_format_once_however_often_it_is_named(capsys):
     base = ["plan", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--tp", "1,2"]
     once = answer_json(capsys, [*base, "--weights", "bf16,fp8"])
     again = answer_json(capsys, [*base, "--weights", "bf16,bf16,fp8,bfloat16,fp8"])
-    assert len(once) == len(again) == 4
+    assert len(once) == len(again)
+    assert sum(row["mode"] == "aggregated" for row in once) == 4  # 2 formats x tp 1, 2 (the rest: pool pairs)
 
 
 def test_plan_says_1_candidate_not_1_candidates(capsys):
     capsys.readouterr()
-    main(["plan", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--tp", "1", "--weights", "bf16"])
+    main(["plan", "--model", "llama-2-7b", "--hardware", "h100-sxm", "--tp", "1", "--weights", "bf16",
+          "--no-disaggregated"])
     assert "; 1 candidate ranked" in capsys.readouterr().out
 
 
