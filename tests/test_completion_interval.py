@@ -11,6 +11,7 @@ import pytest
 from roofline.engine import load_engine
 from roofline.fitting.published_serving import predict, read_serving_rows
 from roofline.fitting.serving_rows import COMPLETION_INTERVAL_SOURCES, source_file
+from serving_sample import TAIL, write_sample
 
 SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / "serving-hopper.csv"
 # A closed-loop group: one deployment, one prompt length, one concurrency; the output length varies within it.
@@ -53,12 +54,6 @@ def test_the_marked_sources_are_those_whose_ttft_grows_by_one_completion_interva
     assert all(np.median(values) < 0.3 for values in others.values()), {k: np.median(v) for k, v in others.items()}
 
 
-HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-          "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
-          "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
-          "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
-          "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
-TAIL = "," * 14
 MARKED_FILE = "source_file=meta-llama_Llama-3.1-8B-Instruct.csv; silicon_concurrency=8"
 
 
@@ -71,9 +66,7 @@ def test_a_marked_rows_ttft_is_the_servers_plus_one_completion_interval(tmp_path
                  ("marked", MARKED_FILE, "trtllm", 512, 550.008, 7.4168),
                  ("sglang", MARKED_FILE, "sglang", 512, 550.008, 7.4168),
                  ("other", "source_file=2026-04-06.csv; silicon_concurrency=8", "trtllm", 512, 550.008, 7.4168))]
-    path = tmp_path / "serving.csv"
-    path.write_text("\n".join([HEADER] + lines) + "\n")
-    rows, _ = read_serving_rows(path)
+    rows, _ = read_serving_rows(write_sample(tmp_path, lines))
     assert [r.ttft_includes_completion_interval for r in rows] == [True, False, False]
     engine = load_engine("tensorrt-llm-1")
     timed = predict(rows, engine)

@@ -7,12 +7,8 @@ from roofline.cli import main
 from roofline.engine import load_engine
 from roofline.fitting.published_disagg import predict, price, read_disagg_rows, scores
 from roofline.model import DECODE, PREFILL, decode_context
+from serving_sample import write_sample
 
-HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-          "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
-          "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
-          "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
-          "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
 AGG = ",,,,,"  # the aggregated layout columns, blank in a disaggregated row
 ROWS = [
     # tp 8 both pools (moe_tp 8), one worker each, the concurrency in the source: read
@@ -45,9 +41,7 @@ ROWS = [
 
 @pytest.fixture
 def sample(tmp_path):
-    path = tmp_path / "serving.csv"
-    path.write_text("\n".join([HEADER] + ROWS) + "\n")
-    return path
+    return write_sample(tmp_path, ROWS)
 
 
 def test_pools_read_as_aggregated_layouts_are_and_rows_without_workers_or_concurrency_are_not(sample):

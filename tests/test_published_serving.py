@@ -5,13 +5,8 @@ import pytest
 from roofline.cli import main
 from roofline.engine import load_engine
 from roofline.fitting.published_serving import predict, read_serving_rows, scores
+from serving_sample import TAIL, write_sample
 
-HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-          "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
-          "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
-          "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
-          "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
-TAIL = "," * 14
 ROWS = [  # read: a bf16 Llama-3.1-8B, an fp8 70B and (issue 24) Qwen3-32B and gpt-oss-120b's nvfp4-labelled row;
     # left out: a disaggregated row (not counted), a model not bundled
     f"a,src,trtllm,1.0,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,1024,128,,,16,1,1,,1,1{TAIL},50.0,8.0",
@@ -25,9 +20,7 @@ ROWS = [  # read: a bf16 Llama-3.1-8B, an fp8 70B and (issue 24) Qwen3-32B and g
 
 @pytest.fixture
 def sample(tmp_path):
-    path = tmp_path / "serving.csv"
-    path.write_text("\n".join([HEADER] + ROWS) + "\n")
-    return path
+    return write_sample(tmp_path, ROWS)
 
 
 def test_only_bundled_models_in_modelled_layouts_and_formats_are_read(sample):

@@ -15,13 +15,8 @@ from roofline.memory import workspace
 from roofline.model import DECODE, decode_context
 from roofline.models.config import load_model
 from roofline.serving.load import kv_sequences
+from serving_sample import TAIL, write_sample
 
-HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-          "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
-          "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
-          "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
-          "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
-TAIL = "," * 14
 # The file's DeepSeek-R1 row 2026_03_25_..._8192x1024_c64_tp8_0_ep8_0_1242, verbatim but for the source text:
 # TensorRT-LLM 1.1, 8 x H200, attention data parallel 8 (tp 1), experts EP 8, 8 sequences a rank, 64 in flight.
 DEEPSEEK_EP8 = (f"ds,silicon_concurrency=64,trtllm,1.1.0rc2.post2,deepseek-ai/DeepSeek-R1,h200_sxm,fp8,agg,8192,1024,"
@@ -51,9 +46,7 @@ def row(name, model, system="h200_sxm", gemm="fp8", moe="fp8", batch=16, tp=8, d
 
 
 def write(tmp_path, *lines):
-    path = tmp_path / "serving.csv"
-    path.write_text("\n".join((HEADER,) + lines) + "\n")
-    return path
+    return write_sample(tmp_path, lines)
 
 
 def test_every_model_id_of_serving_hopper_maps_to_a_bundled_config_and_is_read(tmp_path):

@@ -11,13 +11,8 @@ from roofline.cli import main
 from roofline.fitting.published_serving import predict, read_serving_rows, read_serving_table
 from roofline.fitting.transfer import FITTED, HOPPER_PROFILES, read_blackwell_row, score_transfer
 from roofline.engine import load_engine
+from serving_sample import HEADER, TAIL, write_sample
 
-HEADER = ("id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
-          "moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,prefill_batch_size,"
-          "prefill_num_workers,prefill_tp_size,prefill_pp_size,prefill_attention_dp_size,prefill_moe_tp_size,"
-          "prefill_moe_ep_size,decode_batch_size,decode_num_workers,decode_tp_size,decode_pp_size,"
-          "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms")
-TAIL = "," * 14  # the disaggregated columns, blank in an aggregated row
 
 # meta-llama/Llama-3.1-70B: 70.55e9 parameters (its safetensors total), of which the 128,256 x 8,192 input embedding
 # is only looked up; every other weight is read once a decode step
@@ -31,9 +26,7 @@ def row(name, model, system="b200_sxm", gemm="nvfp4", moe="nvfp4", tp=1, dp="", 
 
 
 def write(tmp_path, *lines):
-    path = tmp_path / "silicon_sample.csv"
-    path.write_text("\n".join((HEADER,) + lines) + "\n")
-    return path
+    return write_sample(tmp_path, lines, "silicon_sample.csv")
 
 
 def fields(line):
