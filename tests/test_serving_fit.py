@@ -12,7 +12,7 @@ from roofline.engine import ENGINES_DIR, load_engine
 from roofline.fitting.published_serving import ServingRow, predict
 from roofline.fitting.serving_fit import fit_serving, held_out, priced, serving_accuracy
 
-from test_published_serving import HEADER, TAIL
+from serving_sample import TAIL, write_sample
 
 TRUE = {"bandwidth_efficiency": 0.62, "flops_efficiency": 0.48, "request_overhead_s": 0.03}
 
@@ -104,9 +104,7 @@ def serving_csv(tmp_path):
              f"{ttft},{tpot}" for i, (system, isl, c, ttft, tpot) in
              enumerate([("h100_sxm", 1024, 8, 60.0, 8.0), ("h100_sxm", 2048, 16, 90.0, 10.0),
                         ("h200_sxm", 1024, 32, 70.0, 9.0), ("h200_sxm", 2048, 8, 80.0, 7.0)])]
-    path = tmp_path / "serving.csv"
-    path.write_text("\n".join([HEADER] + lines) + "\n")
-    return path
+    return write_sample(tmp_path, lines)
 
 
 def test_fit_engine_serving_writes_a_profile_that_loads(serving_csv, tmp_path, capsys):
