@@ -129,5 +129,13 @@ class StepTable:
 
     def decode_attention_per_sequence(self, context: float) -> float:
         """One decoder's attention at `context` keys: the attention of B decoders is B times it (their
-        costs are B times one sequence's, and a roofline corner scales with them)."""
-        return float(np.ravel(attention_seconds(self.deployment, 1.0, 1.0, context))[0])
+        costs are B times one sequence's, and a roofline corner scales with them). Priced once a context: the
+        load model asks at one context thousands of times a curve."""
+        if context not in self._attention_per_sequence:
+            self._attention_per_sequence[context] = float(np.ravel(attention_seconds(self.deployment, 1.0, 1.0,
+                                                                                     context))[0])
+        return self._attention_per_sequence[context]
+
+    @cached_property
+    def _attention_per_sequence(self) -> dict:
+        return {}
