@@ -28,7 +28,7 @@ from .engine import IDEAL, KERNEL, Engine, load_engine
 from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
                     routed_parameter_count)
-from .precision import Precision
+from .precision import FP4_ACTIVATIONS, Precision
 from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, alltoall_send_bytes, is_routed,
                        link, shard, stage_layers, stage_memory_bytes, whole)
 
@@ -121,6 +121,8 @@ class Deployment:
         if self.precision.experts is not None and MOE not in self.config.layer_mlp:
             raise ValueError(f"experts: model {self.config.name!r} has no routed experts to store as "
                              f"{self.precision.experts}; leave experts unset (None) for a dense model")
+        for dtype in {self.precision.weight_matmul_dtype, self.precision.expert_matmul_dtype} & set(FP4_ACTIVATIONS):
+            self.hardware.peak_dtype(dtype)  # W4A4 needs FP4 tensor cores: refused here, never priced at another unit
         shard(self.config, self.tp)  # raises naming tp when it does not divide the heads
         stage_layers(self.config.n_layers, self.pp)
         if self.ep > 1:

@@ -17,9 +17,13 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 HARDWARE_FILE = DATA_DIR / "hardware.json"
 
 # When a device has no units for a dtype, the matmul runs at the next wider dtype it has
-# (an A100 has no fp8 tensor cores: fp8 weights are dequantized and multiplied in bf16).
+# (an A100 has no fp8 tensor cores: fp8 weights are dequantized and multiplied in bf16). Never for nvfp4: a W4A4
+# matmul's inputs are 4-bit on FP4 tensor cores, and a device without them runs a different kernel (the weights
+# dequantized against bf16 or fp8 inputs), which its Precision must say; peak_dtype refuses it (FP4_FIX).
 FALLBACK = {"int4": "int8", "int8": "bf16", "fp8": "bf16", "bf16": "fp16", "fp16": "fp32", "fp32": None,
-            "mxfp4": "fp8", "nvfp4": "fp8"}
+            "mxfp4": "fp8", "nvfp4": None}
+FP4_FIX = ("fix: activations bf16 (weight-only W4A16, as engines run NVFP4 checkpoints on Hopper) or fp8 (W4A8), or "
+           "a device with FP4 tensor cores (b200, b300, gb200, gb300: peak_flops.nvfp4)")
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class Hardware:
         if seen == "fp16" and "bf16" in self.peak_flops:  # same tensor-core rate on every listed part
             return "bf16"
         listed = ", ".join(sorted(self.peak_flops)) or "none"
+        if seen == "nvfp4":
+            raise ValueError(f"hardware {self.id!r}: no FP4 tensor cores for W4A4 NVFP4 matmuls (activations nvfp4; "
+                             f"peak_flops lists: {listed}); {FP4_FIX}")
         # unknown peaks stay missing (data/HARDWARE.md): never guessed
         raise ValueError(f"hardware {self.id!r}: no sourced peak FLOP/s for {seen} matmuls, nor a wider unit's "
                          f"(peak_flops lists: {listed}; a narrower unit's peak would be optimistic); fix: add "

@@ -5,6 +5,15 @@ bits/8 + scale_bytes/group_size bytes; the scale's width is per format (2 bytes,
 SCALE_BYTES_OF names the format: MXFP4's is one 8-bit E8M0 exponent per 32 E2M1 values, 4.25 bits a weight,
 per the OCP Microscaling Formats (MX) v1.0 spec). The matmul runs in the wider of its two operands' dtypes
 (weight-only int4 dequantizes and computes in bf16; W8A8 computes in int8/fp8).
+Activations may be 4-bit in one format: nvfp4 (W4A4). Blackwell's FP4 tensor cores multiply NVFP4 weights by
+NVFP4 activations, quantized on the fly to E2M1 with an FP8 scale per 16 values and an fp32 scale per tensor
+(NVIDIA, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference", Jun 2025,
+https://developer.nvidia.com/blog/introducing-nvfp4-for-efficient-and-accurate-low-precision-inference/):
+4.5 bits a value with its scales. Such a matmul runs at the device's nvfp4 peak; a device without one refuses it
+(hardware.Hardware.peak_dtype). Activations' bytes are priced at the matmul inputs' width throughout, as fp8's are
+(the model has one activation width b_a). `expert_activations` lets the routed experts' GEMMs take their inputs in
+another dtype than the rest (TensorRT-LLM and SGLang quantize gpt-oss's MoE inputs to MXFP8 on Blackwell while its
+bf16 attention stays bf16): it sets only the experts' matmul dtype, not b_a.
 """
 from __future__ import annotations
 
@@ -21,8 +30,9 @@ DEFAULT_GROUP = {"int4": 128, "q4_0": 32, "q8_0": 32, "mxfp4": 32, "nvfp4": 16}
 # Formats whose group scale is not SCALE_BYTES wide. NVFP4 (NVIDIA's Blackwell format, ModelOpt's NVFP4
 # checkpoints): E2M1 values, one FP8 E4M3 scale per 16 and one fp32 scale per tensor (negligible): 4.5 bits.
 SCALE_BYTES_OF = {"mxfp4": 1, "nvfp4": 1}
-GROUPED_FORMATS = tuple(DEFAULT_GROUP)  # stored in groups with a scale: weights only, dequantized before the matmul
-ACTIVATION_DTYPES = tuple(d for d in BITS if d not in GROUPED_FORMATS)  # what activations may be stored in
+GROUPED_FORMATS = tuple(DEFAULT_GROUP)  # stored in groups with a scale: weights, dequantized before the matmul
+FP4_ACTIVATIONS = ("nvfp4",)  # the grouped formats activations may take too: W4A4 on FP4 tensor cores
+ACTIVATION_DTYPES = tuple(d for d in BITS if d not in GROUPED_FORMATS) + FP4_ACTIVATIONS  # a matmul's input dtypes
 # Checkpoints mix formats: gpt-oss ships its routed experts in MXFP4 and attention, router, embeddings and head
 # in bf16 (its config's quantization_config.modules_to_not_convert); Kimi-K2-Thinking ships INT4 experts.
 # `experts` names the routed experts' format (b_e bytes an element); every other weight is `weights` (b_w).
@@ -57,16 +67,18 @@ class Precision:
     # None, the same format (and group size) as `weights`. Shared experts, router, attention stay `weights`.
     experts: str | None = None
     expert_group_size: int | None = None  # None: the expert format's default (DEFAULT_GROUP)
+    # The dtype the routed experts' GEMMs take their inputs in; None: `activations` (the module docstring says why)
+    expert_activations: str | None = None
 
     def __post_init__(self):
         for field in ("weights", "activations", "kv"):
             object.__setattr__(self, field, normalize_dtype(getattr(self, field), field))
-        if self.activations in GROUPED_FORMATS:
-            raise ValueError(f"activations: {self.activations} is a group-quantized weight format, not a dtype a "
-                             f"matmul's inputs are computed in; fix: use one of {', '.join(ACTIVATION_DTYPES)} "
-                             f"(W4A16 is weights int4, activations bf16)")
         if self.experts is not None:
             object.__setattr__(self, "experts", normalize_dtype(self.experts, "experts"))
+        if self.expert_activations is not None:
+            object.__setattr__(self, "expert_activations", normalize_dtype(self.expert_activations, "expert_activations"))
+        _check_activations("activations", self.activations, self.weights)
+        _check_activations("expert_activations", self.expert_activations or self.activations, self.expert_format)
         for field in ("weight_group_size", "kv_group_size", "expert_group_size"):
             size = getattr(self, field)
             if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size <= 0):
@@ -81,7 +93,8 @@ class Precision:
 
     @property
     def activation_bytes(self) -> float:
-        return element_bytes(self.activations, None)
+        """Bytes an activation costs: nvfp4's with its scale per 16 (4.5 bits), the others' plain width."""
+        return element_bytes(self.activations, DEFAULT_GROUP.get(self.activations))
 
     @property
     def kv_bytes(self) -> float:
@@ -116,9 +129,21 @@ class Precision:
 
     @property
     def expert_matmul_dtype(self) -> str:
-        """Weight-only expert formats (mxfp4, int4) dequantize and multiply in the activations' dtype."""
-        return wider(self.expert_format, self.activations)
+        """Weight-only expert formats (mxfp4, int4) dequantize and multiply in the experts' input dtype."""
+        return wider(self.expert_format, self.expert_activations or self.activations)
 
     @property
     def attention_matmul_dtype(self) -> str:
         return wider(self.kv, self.activations)
+
+
+def _check_activations(field: str, activations: str, weights: str) -> None:
+    """A matmul's input dtype: not a weight-only grouped format; nvfp4 (W4A4) only against nvfp4 or 8-bit+ weights."""
+    if activations in GROUPED_FORMATS and activations not in FP4_ACTIVATIONS:
+        raise ValueError(f"{field}: {activations} is a group-quantized weight format, not a dtype a matmul's inputs "
+                         f"are computed in; fix: use one of {', '.join(ACTIVATION_DTYPES)} (W4A16 is weights int4, "
+                         f"activations bf16)")
+    if activations in FP4_ACTIVATIONS and weights in GROUPED_FORMATS and weights != activations:
+        raise ValueError(f"{field}: {activations} inputs (W4A4) multiply {activations} weights on FP4 tensor cores; "
+                         f"the weights they meet are {weights}, another 4-bit format no engine pairs with them; fix: "
+                         f"weights {activations}, or {field} bf16 (weight-only {weights}) or fp8")

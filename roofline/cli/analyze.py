@@ -24,7 +24,7 @@ from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from .load import add_load_arguments, run_load, under_load
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..models.checkpoint_format import load_shipped_precision
-from ..precision import ACTIVATION_DTYPES, GROUPED_FORMATS, Precision, normalize_dtype
+from ..precision import ACTIVATION_DTYPES, FP4_ACTIVATIONS, GROUPED_FORMATS, Precision, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -100,7 +100,9 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
     add_experts(parser)
     parser.add_argument("--kv", metavar="DTYPE", default=None,
                         help="KV-cache dtype (default bf16, or the checkpoint's with --as-shipped)")
-    parser.add_argument("--act", metavar="DTYPE", default="bf16", help="activation dtype (default %(default)s)")
+    parser.add_argument("--act", metavar="DTYPE", default="bf16",
+                        help="activation dtype (default %(default)s; nvfp4 with --weights nvfp4: W4A4 on Blackwell's FP4 "
+                             "tensor cores)")
     parser.add_argument("--as-shipped", action="store_true",
                         help="weight, expert and KV formats as the checkpoint ships them (its config.json's "
                              "quantization_config and an hf_quant_config.json beside it); --weights, --experts "
@@ -124,7 +126,7 @@ def precision_of(args) -> Precision:
     kv = base.kv if args.kv is None else normalize_dtype(args.kv, "--kv")
     experts = experts_of(args) if args.experts is not None else base.experts
     activations = normalize_dtype(args.act, "--act")
-    if activations in GROUPED_FORMATS:
+    if activations in GROUPED_FORMATS and activations not in FP4_ACTIVATIONS:
         raise ValueError(f"--act: {activations} is a group-quantized weight format, not a dtype activations are "
                          f"computed in; fix: --act one of {', '.join(ACTIVATION_DTYPES)} (W4A16: --weights int4 --act bf16)")
     keep = dict(weight_group_size=base.weight_group_size if weights == base.weights else None,
