@@ -43,12 +43,18 @@ def test_blackwell_systems_map_onto_the_bundled_devices_and_hopper_rows_are_the_
 
 def test_an_nvfp4_row_is_an_nvfp4_checkpoint_unless_the_model_ships_in_four_bits():
     llama = fields(row("r", "meta-llama/Llama-3.1-70B"))["formats"]
-    assert (llama.weights, llama.activations, llama.weight_bytes) == ("nvfp4", "fp8", 0.5625)  # W4A8, 4.5 bits
+    # W4A4 (issue 24: it was W4A8 at the fp8 peak before Precision took nvfp4 activations), 4.5 bits a weight
+    assert (llama.weights, llama.activations, llama.weight_bytes) == ("nvfp4", "nvfp4", 0.5625)
+    assert llama.weight_matmul_dtype == "nvfp4"
     deepseek = fields(row("r", "deepseek-ai/DeepSeek-R1", tp=8, moe_tp=8))["formats"]
     assert deepseek.weights == "nvfp4"  # not the bundled config's shipped block fp8
     assert fields(row("r", "nvidia/DeepSeek-R1-NVFP4", tp=8, moe_tp=8))["model"] == "deepseek-v3"
     gpt_oss = fields(row("r", "openai/gpt-oss-120b", tp=4, moe_tp=4))["formats"]
     assert (gpt_oss.weights, gpt_oss.expert_format) == ("bf16", "mxfp4")  # its checkpoint as shipped
+    assert (gpt_oss.activations, gpt_oss.expert_matmul_dtype) == ("bf16", "fp8")  # TensorRT-LLM: MXFP4 x MXFP8 MoE
+    sglang = fields(row("r", "openai/gpt-oss-120b", tp=4, moe_tp=4, backend="sglang"))["formats"]
+    vllm = fields(row("r", "openai/gpt-oss-120b", tp=4, moe_tp=4, backend="vllm"))["formats"]
+    assert (sglang.expert_matmul_dtype, vllm.expert_matmul_dtype) == ("fp8", "bf16")  # vLLM's default: bf16 inputs
     fp8 = fields(row("r", "deepseek-ai/DeepSeek-R1", gemm="fp8", moe="fp8", tp=8, moe_tp=8))["formats"]
     assert fp8.weights == "fp8"
 

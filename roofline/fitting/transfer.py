@@ -12,8 +12,15 @@ How a Blackwell row reads, beside serving_rows' Hopper rule:
   nvidia/Qwen3-32B-NVFP4) onto their bundled configs;
 - an nvfp4 quant mode is an NVFP4 checkpoint (E2M1, an fp8 scale per 16: precision.py), not the bundled config's
   shipped format, so the row's modes price it (gpt-oss's MXFP4 and Kimi-K2.5's INT4 experts, already 4-bit as
-  shipped, stay as shipped); NVFP4 GEMMs run W4A8 at the fp8 peak: Precision takes no 4-bit activations, so the
-  FP4 tensor cores' 2x over fp8 is not priced (prefill, TTFT, is where it shows);
+  shipped, stay as shipped). NVFP4 GEMMs run W4A4 at the FP4 peak: TensorRT-LLM, vLLM and SGLang run ModelOpt
+  NVFP4 checkpoints on Blackwell with their activations quantized on the fly to NVFP4 (activations nvfp4);
+- gpt-oss's MXFP4 experts take their inputs per engine (MXFP4_EXPERT_INPUTS): TensorRT-LLM quantizes them to
+  MXFP8 on Blackwell (examples/models/core/gpt_oss/README.md @0ee4114c, "MoE Support Matrix": Blackwell, activation
+  mxfp8, weight mxfp4, CUTLASS or TRTLLM), SGLang too (python/sglang/srt/layers/quantization/mxfp4.py @0043c43a,
+  apply: mxfp8_quantize unless --flashinfer-mxfp4-moe-precision bf16): W4A8, the fp8 peak. vLLM keeps them bf16
+  unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (vllm/model_executor/layers/quantization/mxfp4.py @007d5005,
+  get_mxfp4_backend: SM100 without that flag is SM100_FI_MXFP4_BF16, "For faster performance on SM100, consider
+  setting VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1"): W4A16, the bf16 peak;
 - the Hopper rows, which the profiles were fitted to, are counted as `fitted device` and never scored here.
 """
 from __future__ import annotations
@@ -40,11 +47,13 @@ TARGETS = {"tpot": {"median": 0.15, "p90": 0.35}, "ttft": {"median": 0.20, "p90"
 FITTED = "fitted device"  # a Hopper row: the profiles' own; not a transfer score
 FOUR_BIT = ("nvfp4", "mxfp4", "int4")
 UNUSED_WIDTHS = ("attention_dp_size", "moe_tp_size", "moe_ep_size")
+# backend -> the dtype its Blackwell MXFP4 MoE kernels take their inputs in (the module docstring's sources)
+MXFP4_EXPERT_INPUTS = {"trtllm": "fp8", "sglang": "fp8", "vllm": "bf16"}
 
 
 def blackwell_formats(raw: dict, model: str) -> Precision | None:
-    """serving_rows.formats, except an nvfp4 row of a model not shipped in 4 bits: an NVFP4 checkpoint, its modes;
-    NVFP4 GEMMs run W4A8, at the fp8 peak (the module docstring says why not fp4)."""
+    """serving_rows.formats, except an nvfp4 row of a model not shipped in 4 bits: an NVFP4 checkpoint, its modes.
+    NVFP4 GEMMs run W4A4 (NVFP4 inputs, the FP4 peak); MXFP4 experts take the engine's inputs (MXFP4_EXPERT_INPUTS)."""
     shipped = serving_rows.formats(raw, model)
     modes = {(raw.get(k) or "").strip() for k in ("gemm_quant_mode", "moe_quant_mode")}
     if shipped is None or "nvfp4" not in modes or shipped.expert_format in FOUR_BIT:
@@ -53,8 +62,14 @@ def blackwell_formats(raw: dict, model: str) -> Precision | None:
         gemm, moe = (serving_rows.QUANT_FORMATS[(raw.get(k) or "").strip()] for k in ("gemm_quant_mode", "moe_quant_mode"))
         experts = moe if MOE in load_model(model).layer_mlp and moe != gemm else None
         precision = Precision(weights=gemm, experts=experts)
-    if precision is not None and precision.weights == "nvfp4":
-        precision = replace(precision, activations="fp8")
+    if precision is None:
+        return None
+    if precision.weights == "nvfp4":
+        precision = replace(precision, activations="nvfp4")
+    elif precision.expert_format == "nvfp4":
+        precision = replace(precision, expert_activations="nvfp4")
+    elif precision.expert_format == "mxfp4" and raw.get("backend") in MXFP4_EXPERT_INPUTS:
+        precision = replace(precision, expert_activations=MXFP4_EXPERT_INPUTS[raw["backend"]])
     return precision
 
 
