@@ -48,6 +48,14 @@ def test_the_shipped_files_are_read_or_left_out_by_reason():
     assert engines == {"tensorrt-llm", "tensorrt-llm-1"}
     b200 = [r for r in counts["trtllm-perf-overview.csv"].rows if r.hardware == "b200"]
     assert b200 and all(r.precision.weight_bytes == 0.5625 for r in b200)  # NVFP4: 4 bits + an fp8 scale per 16
+    assert all(r.precision.weight_matmul_dtype == "nvfp4" for r in b200)  # W4A4 on the B200's FP4 tensor cores
+
+
+def test_nvfp4_weights_run_w4a4_where_the_device_has_fp4_tensor_cores_and_weight_only_where_not(tmp_path):
+    path = write(tmp_path, line(weights="nvfp4", gpu="B200"), line(weights="nvfp4", gpu="H100 SXM"))
+    b200, h100 = (r.precision for r in read_load_rows(path).rows)
+    assert (b200.activations, b200.activation_bytes) == ("nvfp4", 0.5625)
+    assert (h100.activations, h100.weight_matmul_dtype) == ("bf16", "bf16")  # Hopper: dequantized, no fallback
 
 
 def test_sharegpt_rows_take_the_datasets_mean_prompt_and_others_unstated_are_left_out(tmp_path):

@@ -9,9 +9,10 @@ the model saturates below that rate), TTFT and TPOT the load model's means besid
 per GPU: / num_gpus. The engine's default scheduler and KV rule (its profile's `scheduler:` and `memory:`).
 Engine by framework and version: TensorRT-LLM 0.x -> `tensorrt-llm` (MLPerf v4.1's harness too: its results
 of August 2024 predate TensorRT-LLM 1.0), >= 1.0 -> `tensorrt-llm-1`, SGLang -> `sglang`, vLLM -> `vllm`.
-Formats: fp8 weights run W8A8 (as published_serving); NVFP4 weights W4A8, the GEMMs at the fp8 peak (Precision
-takes no 4-bit activations, so Blackwell's FP4 tensor cores, 2x the fp8 rate, are not priced); a KV format
-`unstated` is 16-bit (as serving_rows).
+Formats: fp8 weights run W8A8 (as published_serving); NVFP4 weights W4A4 on a device with FP4 tensor cores (the
+GEMMs at its nvfp4 peak: TensorRT-LLM runs ModelOpt's NVFP4 checkpoints with NVFP4 activations), weight-only (16-bit
+activations) on one without, as serving_rows prices them on Hopper; a KV format `unstated` is 16-bit (as
+serving_rows).
 Lengths: a stated number is every request's; ShareGPT's unstated prompt is SHAREGPT_PROMPT, its unstated
 output the same README's offline mean (SHAREGPT_OUTPUT). Other unstated prompts (MLPerf's OpenOrca) are left out.
 Left out, counted by reason (REASONS): gpu (no bundled device), format, length (a prompt or output length
@@ -33,7 +34,7 @@ from ..deployment import Deployment
 from ..engine import load_engine
 from ..hardware import DATA_DIR, hardware_id_for_gpu, load_hardware
 from ..models.config import load_model
-from ..precision import Precision
+from ..precision import FP4_ACTIVATIONS, Precision
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .published import COLUMNS, _number, weight_format
 
@@ -97,11 +98,13 @@ def _length(text: str, dataset_mean: int, path: Path, line: int, column: str) ->
     return dataset_mean if "sharegpt" in text.lower() else None
 
 
-def _precision(weights_text: str, kv_text: str) -> Precision:
+def _precision(weights_text: str, kv_text: str, hardware: str) -> Precision:
     weights, group = weight_format(weights_text)
     kv = weight_format(kv_text)[0]
     kv = "bf16" if kv == "unstated" else kv
-    activations = "fp8" if weights in ("fp8", "nvfp4") else ("fp16" if weights == "fp16" else "bf16")
+    activations = {"fp8": "fp8", "fp16": "fp16"}.get(weights, "bf16")
+    if weights in FP4_ACTIVATIONS and weights in load_hardware(hardware).peak_flops:
+        activations = weights  # W4A4 on FP4 tensor cores (the module docstring)
     return Precision(weights=weights, activations=activations, kv=kv, weight_group_size=group)
 
 
@@ -122,7 +125,7 @@ def _row(raw: dict, path: Path, line: int) -> LoadRow | str:
     if hardware is None:
         return "gpu"
     try:
-        precision = _precision(raw["dtype_weights"], raw["dtype_kv"])
+        precision = _precision(raw["dtype_weights"], raw["dtype_kv"], hardware)
     except ValueError:
         return "format"
     prompt = _length(raw["input_len"], SHAREGPT_PROMPT, path, line, "input_len")
