@@ -1,4 +1,5 @@
-"""`roofline serve-bench` (run the continuous-batching server under Poisson load, log every request) and
+"""`roofline serve-bench` (run the continuous-batching server under Poisson load or a closed loop of clients, log
+every request) and
 `roofline serve-score` (the simulator's prediction of those runs, with the server's host term fitted on
 other runs)."""
 from __future__ import annotations
@@ -23,6 +24,8 @@ def numbers(text: str, flag: str, kind=float) -> tuple:
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="cpu-small", help="a validation preset (python -m validation.cli validate)")
     parser.add_argument("--rate", default="1", help="comma-separated Poisson rates, requests/s (one run each)")
+    parser.add_argument("--clients", help="comma-separated closed-loop concurrencies (one run each; instead of --rate): "
+                        "C requests in flight from t = 0, a new one as one completes")
     parser.add_argument("--prompt", default="128", help="comma-separated prompt lengths, tokens")
     parser.add_argument("--output", type=int, default=16, help="tokens generated per request")
     parser.add_argument("--requests", type=int, default=20, help="requests per run")
@@ -47,8 +50,14 @@ def run_bench(args: argparse.Namespace) -> int:
     path = Path(args.out) if args.out else MEASUREMENTS_DIR / DEFAULT_CSV
     config = model_config(args.model, None)
     engine = load_engine(args.engine)
-    specs = [ServeSpec(config, rate, prompt, args.output, args.requests, args.token_budget, args.max_batch, args.seed)
-             for prompt in numbers(args.prompt, "--prompt", int) for rate in numbers(args.rate, "--rate")]
+    if args.clients is None:
+        loads = [(rate, 0) for rate in numbers(args.rate, "--rate")]
+    else:
+        loads = [(0.0, clients) for clients in numbers(args.clients, "--clients", int)]
+        if min(c for _, c in loads) < 1:
+            raise ValueError(f"--clients: must be whole numbers of requests in flight >= 1, got {args.clients!r}")
+    specs = [ServeSpec(config, rate, prompt, args.output, args.requests, args.token_budget, args.max_batch, args.seed,
+                       clients) for prompt in numbers(args.prompt, "--prompt", int) for rate, clients in loads]
     for spec in specs:
         spec.check()
     torch.set_num_threads(args.threads)
@@ -99,10 +108,11 @@ def run_score(args: argparse.Namespace) -> int:
         return 0
     print(f"GEMM flops_efficiency {engine.flops_efficiency:.3f}; host term: {host.step_s * 1e3:.2f} ms/step + "
           f"{host.sequence_s * 1e3:.3f} ms/sequence ({host.source})")
-    print(f"{'rate':>5} {'prompt':>6} {'load':>5} {'share':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
+    print(f"{'at':>6} {'prompt':>6} {'load':>5} {'share':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
                                                             for q in (50, 90)))
     for s in scores:
-        print(f"{s['rate']:5g} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
+        load = f"C={s['clients']}" if s["clients"] else f"{s['rate']:g}/s"
+        print(f"{load:>6} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
             f"{s[f'{n}_p{q}_error']:+9.1%}" for n in ("ttft", "tpot") for q in (50, 90)))
     return 0
 

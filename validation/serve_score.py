@@ -111,8 +111,10 @@ def load_runs(paths, presets: dict) -> list[Run]:
             if config is None or config_hash(config) != r["config_hash"]:
                 raise ValueError(f"{path}: run {run_id}: model {r['model']!r} is not a preset of this version "
                                  "(its config hash differs); fix: score it with the version that measured it")
-            spec = ServeSpec(config, float(r["rate"]), int(r["prompt_tokens"]), int(r["output_tokens"]),
-                             int(r["requests"]), int(r["token_budget"]), int(r["max_batch"]), int(r["seed"]))
+            clients = int(r.get("clients") or 0)  # files from before the closed loop have no such column
+            spec = ServeSpec(config, 0.0 if clients else float(r["rate"]), int(r["prompt_tokens"]),
+                             int(r["output_tokens"]), int(r["requests"]), int(r["token_budget"]), int(r["max_batch"]),
+                             int(r["seed"]), clients)
             if len(rows) == spec.requests:
                 out.append(Run(spec, rows, *roofs, shares[run_id]))
     return out
@@ -191,13 +193,14 @@ def predict(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool 
     on the share of the core the run measured it had, else on a core of its own."""
     work, _ = workload(run.spec)
     cost = ServerStepCost(run_deployment(run, host.on(engine)), run.cpu_share if shared else 1.0)
-    return simulate_continuous(work, cost, run.spec.max_batch, chunk_tokens=run.spec.token_budget)
+    return simulate_continuous(work, cost, run.spec.max_batch, chunk_tokens=run.spec.token_budget,
+                               clients=run.spec.clients or None)
 
 
 def score(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool = True) -> dict:
     """Measured and predicted p50 / p90 TTFT and TPOT of one run, and the relative errors."""
     predicted = predict(run, engine, host, shared)
-    out = {"run_id": run.spec.run_id, "rate": run.spec.rate, "prompt_tokens": run.spec.prompt_tokens,
+    out = {"run_id": run.spec.run_id, "rate": run.spec.rate, "clients": run.spec.clients, "prompt_tokens": run.spec.prompt_tokens,
            "load_average": float(run.first["load_average"]), "cpu_share": run.cpu_share}
     for name, simulated in (("ttft", predicted.ttft_s), ("tpot", predicted.tpot_s)):
         measured = run.measured(name)
@@ -206,3 +209,4 @@ def score(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool = 
             out[f"{name}_p{q}_measured_s"], out[f"{name}_p{q}_predicted_s"] = m, p
             out[f"{name}_p{q}_error"] = p / m - 1
     return out
+
