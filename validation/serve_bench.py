@@ -159,7 +159,8 @@ def run(spec: ServeSpec, path: Path, warmup_requests: int = 2, probe_patience_s:
         probe.probe()
     before = probe.steady()
     header = {"run_id": spec.run_id, "model": spec.model.name, "config_hash": config_hash(spec.model),
-              "rate": "" if spec.clients else spec.rate, "clients": spec.clients or "", "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+              "rate": "" if spec.clients else spec.rate, "clients": spec.clients or "",
+              "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
               "requests": spec.requests, "token_budget": spec.token_budget, "max_batch": spec.max_batch,
               "seed": spec.seed, **{k: v for k, v in environment("cpu").items() if k in REQUEST_COLUMNS},
               "load_average": os.getloadavg()[0], "read_bandwidth": before.read_bandwidth,
