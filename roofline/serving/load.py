@@ -36,6 +36,7 @@ import numpy as np
 from ..deployment import Deployment
 from ..memory import workspace
 from ..sharding import whole
+from .first_wave import run_mean_ttft
 from .mixed_step import StepTable, prefill_attention_seconds
 
 BISECTIONS = 48  # halvings of log τ̄: 2^-48 of the bracket
@@ -267,22 +268,38 @@ class LoadModel:
             high = candidates[last + 1]
         return float(low)
 
-    def at_concurrency(self, concurrency) -> dict:
-        """Closed loop: C requests in flight; the rate is where λ·E2E(λ) = C, beyond the KV pool's the rest queue."""
+    def at_concurrency(self, concurrency, requests=None) -> dict:
+        """Closed loop: C requests in flight; the rate is where λ·E2E(λ) = C, beyond the KV pool's the rest queue.
+        `requests` (N a run, per C; None: the steady state alone): TTFT is the run's mean, its first wave of C
+        requests sent together at t = 0 (roofline.serving.first_wave) beside N − C at the steady state's."""
         concurrency = check_concurrency(concurrency, low=0.0)  # a replica's share of C may be a fraction
         top = self.saturation(kv_limit=False)
         rates = np.geomspace(top * 1e-6, top, CURVE_POINTS)
         curve = self.at_rate(rates, closed_loop=True, kv_limit=False)
-        held_max = np.nanmax(np.where(curve["saturated"], np.nan, curve["in_flight"]))
-        held = np.minimum(concurrency, min(held_max, self.policy.kv_sequences))
         valid = ~curve["saturated"]
-        rate = np.interp(held, curve["in_flight"][valid], rates[valid])
+        # The arrival theorem (Reiser & Lavenberg, mean value analysis): a closed loop's request arrives to the
+        # other C − 1, so it waits for the budget as the steady state with one request fewer in flight does
+        seen = np.interp(curve["in_flight"] - 1, curve["in_flight"][valid], curve["ttft_queue_s"][valid], left=0.0)
+        in_flight = rates * (curve["e2e_s"] - curve["ttft_queue_s"] + seen)
+        held_max = np.nanmax(np.where(valid, in_flight, np.nan))
+        held = np.minimum(concurrency, min(held_max, self.policy.kv_sequences))
+        rate = np.interp(held, in_flight[valid], rates[valid])
         out = self.at_rate(rate, closed_loop=True, kv_limit=False)
+        waits = np.interp(rate, rates[valid], seen[valid]) - out["ttft_queue_s"]
+        for name in ("ttft_queue_s", "ttft_s", "e2e_s"):
+            out[name] = out[name] + waits
+        out["in_flight"] = rate * out["e2e_s"]
         queued = concurrency - held
         out["ttft_queue_s"] = out["ttft_queue_s"] + queued / rate
         out["ttft_s"] = out["ttft_s"] + queued / rate
         out["e2e_s"] = out["e2e_s"] + queued / rate
-        out.update(concurrency=concurrency, in_flight=held, queued=queued)
+        out.update(concurrency=concurrency, in_flight=held, queued=queued, ttft_steady_s=out["ttft_s"])
+        if requests is not None:
+            requests = np.broadcast_to(check_concurrency(requests, low=1.0), concurrency.shape)
+            run = [run_mean_ttft(self, c, n, t) if np.isfinite(t) else np.nan
+                   for c, n, t in zip(concurrency, requests, out["ttft_s"])]
+            out["ttft_first_wave_s"] = np.array(run) - out["ttft_s"]  # what the start adds to the run's mean
+            out["ttft_s"] = np.array(run)
         return out
 
 
