@@ -1,4 +1,6 @@
 """A closed-loop benchmark's start (roofline.serving.first_wave) against the simulator's closed loop, and the run's mean."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from roofline.serving.first_wave import first_wave, run_mean_ttft
 from roofline.serving.load import LoadModel, Policy
 from roofline.serving.mixed_step import mixed_step_seconds
 
+ROOT = Path(__file__).resolve().parents[1]
 TRT = Deployment(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), engine=load_engine("tensorrt-llm"))
 BUDGET, GEN = 2048, 200
 
@@ -59,14 +62,38 @@ def test_a_runs_mean_ttft_weighs_the_first_wave_by_c_over_n():
     assert run_mean_ttft(model, clients, clients, steady) == pytest.approx(wave.mean())
 
 
-def test_a_lone_client_never_waits_for_the_budget_the_arrival_theorem():
-    """A closed-loop request arrives to the other C − 1 (mean value analysis): one client finds the server empty.
-    The open-loop M/D/1 wait at the same rate, which the closed loop priced before, is above zero."""
+def test_a_closed_loop_below_saturation_waits_for_no_budget_and_past_it_the_asymptotic_bound():
+    """Identical requests in a closed loop stagger: below saturation TTFT is the own prefill and the request cost (the
+    open loop's M/D/1 wait at the same rate, which the closed loop priced before, is not paid); past it, C / X_max − Z
+    (Denning & Buzen's asymptotic bound: C requests share the saturated throughput)."""
     model = LoadModel(TRT, 3000, GEN, Policy(BUDGET))
-    one = model.at_concurrency([1.0])
-    # (what is left: the open loop's wait at the curve's lowest rate, a request in ~10^6 in flight)
-    assert float(one["ttft_queue_s"][0]) < 1e-4 * float(one["ttft_s"][0])
-    assert float(model.at_rate(one["rate"], closed_loop=True)["ttft_queue_s"][0]) > 0.01 * float(one["ttft_s"][0])
-    many = model.at_concurrency([8.0, 32.0])
-    assert np.all(many["ttft_queue_s"] > 0)
-    assert many["rate"] * many["e2e_s"] == pytest.approx([8.0, 32.0], rel=1e-3)  # Little's law still holds
+    below = model.at_concurrency([1.0, 8.0])
+    assert np.all(below["ttft_queue_s"] == 0)
+    own = below["ttft_prefill_s"] + TRT.engine.request_overhead_s
+    assert below["ttft_s"] == pytest.approx(own, rel=1e-9)
+    poisson = model.at_rate(below["rate"], closed_loop=True)["ttft_s"]
+    assert np.all(poisson > below["ttft_s"] * 1.01)
+    far = 4000.0  # past the budget's saturation: every step full
+    out = model.at_concurrency([far])
+    top = model.saturation(kv_limit=False)
+    assert float(out["e2e_s"][0]) == pytest.approx(far / top, rel=0.01)  # TTFT = C / X_max − (G − 1) TPOT
+    assert out["rate"] * out["e2e_s"] == pytest.approx([far], rel=1e-3)  # Little's law holds with the queue
+
+
+def test_the_cpu_servers_closed_loop_runs_mean_ttft_within_15_percent_but_where_pairs_stayed_together():
+    """The committed closed-loop runs (validation/README.md, "The closed loop"), each priced on its own CPU share with
+    the server's terms fitted on the separate fit runs: the run's mean TTFT (first wave + N − C steady) within 15%
+    in every run but C = 2 at 128 tokens, whose two requests kept returning together (a cohort: each waits for the
+    other's prompt in the same step, 352 ms measured past the first wave against 235 priced)."""
+    from validation.cli import PRESETS
+    from validation.serve_score import closed_loop, fit_server, load_runs
+    folder = ROOT / "data" / "measurements" / "serve"
+    fit = [folder / "cpu-amd-epyc-serve-fit.csv"]
+    engine, host = fit_server(load_runs(fit, PRESETS), fit, load_engine("harness-cpu"))
+    misses = set()
+    for run in load_runs([folder / "cpu-amd-epyc-serve-closed.csv"], PRESETS):
+        c = closed_loop(run, engine, host)
+        assert c["model_first_wave_s"] == pytest.approx(c["simulated_first_wave_s"], rel=0.02)
+        if abs(c["model_run_mean_s"] / c["measured_mean_s"] - 1) > 0.15:
+            misses.add((c["clients"], c["prompt_tokens"]))
+    assert misses == {(2, 128)}

@@ -91,7 +91,7 @@ def run_score(args: argparse.Namespace) -> int:
     from roofline.engine import load_engine
 
     from .cli import PRESETS
-    from .serve_score import HostCost, fit_server, load_runs, score
+    from .serve_score import HostCost, closed_loop, fit_server, load_runs, score
     for path in [*args.files, *args.host_fit]:
         if not Path(path).is_file():
             raise ValueError(f"serve-score: no such file {path}")
@@ -102,9 +102,12 @@ def run_score(args: argparse.Namespace) -> int:
     host = HostCost()
     if args.host_fit:
         engine, host = fit_server(load_runs(args.host_fit, PRESETS), args.host_fit, engine)
-    scores = [score(run, engine, host, not args.dedicated_core) for run in load_runs(args.files, PRESETS)]
+    runs = load_runs(args.files, PRESETS)
+    scores = [score(run, engine, host, not args.dedicated_core) for run in runs]
+    closed = [closed_loop(run, engine, host) for run in runs if run.spec.clients]
     if args.json:
-        print(json.dumps({"host": host.__dict__, "flops_efficiency": engine.flops_efficiency, "runs": scores}, indent=2))
+        print(json.dumps({"host": host.__dict__, "flops_efficiency": engine.flops_efficiency, "runs": scores,
+                          "closed_loop": closed}, indent=2))
         return 0
     print(f"GEMM flops_efficiency {engine.flops_efficiency:.3f}; host term: {host.step_s * 1e3:.2f} ms/step + "
           f"{host.sequence_s * 1e3:.3f} ms/sequence ({host.source})")
@@ -114,6 +117,15 @@ def run_score(args: argparse.Namespace) -> int:
         load = f"C={s['clients']}" if s["clients"] else f"{s['rate']:g}/s"
         print(f"{load:>6} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
             f"{s[f'{n}_p{q}_error']:+9.1%}" for n in ("ttft", "tpot") for q in (50, 90)))
+    if closed:
+        print("closed loop, TTFT ms: mean / p50 / p90 / the first wave (C at t = 0) / the rest; the load model's steady "
+              "state and its mean over the run's N")
+        for c in closed:
+            parts = [" ".join(f"{c[f'{who}_{q}_s'] * 1e3:5.0f}" for q in ("mean", "p50", "p90", "first_wave", "later"))
+                     for who in ("measured", "simulated")]
+            print(f"  C={c['clients']} P={c['prompt_tokens']} N={c['requests']} share {c['cpu_share']:.2f}  measured "
+                  f"{parts[0]}  simulated {parts[1]}  model: first wave {c['model_first_wave_s'] * 1e3:5.0f} steady "
+                  f"{c['model_steady_s'] * 1e3:5.0f} run mean {c['model_run_mean_s'] * 1e3:5.0f}")
     return 0
 
 
