@@ -21,8 +21,10 @@ Checked against the simulator (roofline.serving.batching) running the same sched
 of saturation (tests/test_load.py); near saturation (0.95) the dispersion diverges and the model does not hold.
 Saturation: the budget full (closed form λ_max = Tb / ((P + G − 1) τ_full), every step Tb tokens of which
 Tb (G − 1)/(P + G − 1) decode), the running batch at max_batch, or the KV pool unable to hold λ·E2E sequences,
-whichever binds first (found numerically). Closed loop: C requests in flight, a new one as one ends (no
-residual wait); past the KV pool's sequences the rest queue and TTFT grows by (C − held) / λ.
+whichever binds first (found numerically). Closed loop: C requests in flight, a new one as one ends: identical
+requests stagger, so below saturation no residual and no budget wait (TTFT = own chunks + request cost); past the
+budget's saturation or the KV pool's sequences the rest queue and TTFT grows by (C − held) / λ (the closed loop's
+asymptotic bound). A run of N requests adds its first wave, C sent at t = 0 (roofline.serving.first_wave).
 Left out: preemption (the simulator has it), sampling, prefix caching, spread prompt and output lengths
 (the means are used), the spread of the decoders' contexts (priced at the mean, P + G / 2).
 """
