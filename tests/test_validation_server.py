@@ -65,6 +65,37 @@ def test_the_server_runs_the_simulators_schedule_step_for_step():
     assert len(steps) > len(outputs) + 3  # chunked: the 20-token prompt alone takes 3 steps
 
 
+def test_a_closed_loop_server_runs_the_simulators_closed_loop_step_for_step():
+    """Two clients: the first two requests at 0, each later one sent as a request completes, by both."""
+    lengths, outputs = np.array([9, 20, 3, 14, 6, 11, 5]), np.array([5, 2, 7, 3, 4, 3, 6])
+    cost = RecordingCost()
+    simulate_continuous(Workload(np.zeros(7), lengths, outputs), cost, max_batch=3, chunk_tokens=8, clients=2)
+    steps = []
+    prompts = [torch.zeros(n, dtype=torch.long) for n in lengths]
+    served = serve(build_decoder(TINY), Workload(np.zeros(7), lengths, outputs), token_budget=8, max_batch=3,
+                   prompts=prompts, on_step=steps.append, clients=2)
+    assert [(s.decode_contexts, s.chunks) for s in steps] == cost.steps
+    arrivals = [s.arrival_s for s in served]
+    assert arrivals[:2] == [0.0, 0.0] and all(a > 0 for a in arrivals[2:]) and arrivals == sorted(arrivals)
+    # each later request is sent when an earlier one's last token is out
+    last_tokens = {round(s.token_s[-1], 9) for s in served}
+    assert all(round(a, 9) in last_tokens for a in arrivals[2:])
+
+
+def test_a_closed_loop_run_logs_its_clients_and_a_poisson_file_refuses_it(tmp_path):
+    path = tmp_path / "closed.csv"
+    assert serve_bench.run(spec(clients=2, requests=4), path)
+    rows = serve_bench.read_csv(path)
+    assert {r["clients"] for r in rows} == {"2"} and {r["rate"] for r in rows} == {""}
+    assert sorted(float(r["arrival_s"]) for r in rows)[:2] == [0.0, 0.0]
+    (run,) = serve_score.load_runs([path], PRESETS)
+    assert run.spec.clients == 2 and "clients2" in run.spec.run_id
+    old = tmp_path / "poisson.csv"  # a file whose header predates the column
+    old.write_text(",".join(c for c in serve_bench.REQUEST_COLUMNS if c != "clients") + "\n")
+    with pytest.raises(ValueError, match="clients"):
+        serve_bench.run(spec(clients=2, requests=4), old)
+
+
 def spec(**changes):
     fields = dict(model=TINY, rate=1000.0, prompt_tokens=12, output_tokens=4, requests=3, token_budget=8, max_batch=2)
     return serve_bench.ServeSpec(**{**fields, **changes})
@@ -116,7 +147,8 @@ def test_serve_score_refuses_to_fit_the_host_term_on_the_runs_it_scores(tmp_path
     assert main(["serve-score", str(path), "--json"]) == 0
 
 
-@pytest.mark.parametrize("flag, value", [("--rate", "0"), ("--rate", "nan"), ("--token-budget", "4")])
+@pytest.mark.parametrize("flag, value", [("--rate", "0"), ("--rate", "nan"), ("--token-budget", "4"), ("--clients", "0"),
+                                         ("--clients", "2.5")])
 def test_bad_load_flags_are_one_line_naming_the_flag(tmp_path, capsys, flag, value):
     argv = ["serve-bench", "--model", "tiny", "--out", str(tmp_path / "s.csv"), flag, value]
     assert main(argv) == 2

@@ -1,7 +1,8 @@
 """Runs of the continuous-batching server (validation/server.py), logged as they go, and the simulator's
 prediction of each.
 
-Each run (a model, a Poisson rate, fixed prompt and output lengths, a token budget, a seed) appends one
+Each run (a model, a Poisson rate or a closed loop of C clients, fixed prompt and output lengths, a token
+budget, a seed) appends one
 CSV row per request as it completes (TTFT, TPOT, inter-token times, with the device, versions, the
 load average and the ceilings measured just before the run), then one row per step to `<file>.steps.csv`
 and one for the run (the probes and load averages before and after it) to `<file>.runs.csv`.
@@ -31,7 +32,7 @@ from .server import Served, serve
 from .sweep import config_hash, environment
 
 DTYPE = "fp32"  # the CPU harness's dtype (data/engines/harness-cpu.yaml was fitted on fp32)
-REQUEST_COLUMNS = ("run_id", "model", "config_hash", "rate", "prompt_tokens", "output_tokens", "requests",
+REQUEST_COLUMNS = ("run_id", "model", "config_hash", "rate", "clients", "prompt_tokens", "output_tokens", "requests",
                    "token_budget", "max_batch", "seed", "device", "device_name", "torch_version", "threads",
                    "load_average", "read_bandwidth", "matmul_flops_fp32", "request", "arrival_s", "ttft_s", "tpot_s",
                    "e2e_s", "inter_token_ms", "timestamp")
@@ -43,21 +44,31 @@ RUN_COLUMNS = ("run_id", "load_average_before", "load_average_after", "read_band
 @dataclass(frozen=True)
 class ServeSpec:
     model: ModelConfig
-    rate: float  # requests/s, Poisson
+    rate: float  # requests/s, Poisson (ignored in a closed loop)
     prompt_tokens: int
     output_tokens: int
     requests: int
     token_budget: int  # tokens a step carries: decoders first, then prefill chunks
     max_batch: int = 16  # cache slots: sequences in flight
     seed: int = 0
+    # closed loop: this many requests in flight from t = 0, a new one as one completes (a serving benchmark's
+    # fixed concurrency); 0: open loop, Poisson arrivals at `rate`
+    clients: int = 0
+
+    @property
+    def load(self) -> str:
+        return f"clients{self.clients}" if self.clients else f"rate{self.rate:g}"
 
     @property
     def run_id(self) -> str:
-        return (f"{self.model.name}-{config_hash(self.model)}-rate{self.rate:g}-p{self.prompt_tokens}"
+        return (f"{self.model.name}-{config_hash(self.model)}-{self.load}-p{self.prompt_tokens}"
                 f"-g{self.output_tokens}-n{self.requests}-budget{self.token_budget}-slots{self.max_batch}-seed{self.seed}")
 
     def check(self) -> None:
-        for flag, value, low in (("--rate", self.rate, 0), ("--prompt", self.prompt_tokens, 0),
+        if self.clients < 0 or int(self.clients) != self.clients:
+            raise ValueError(f"--clients: must be a whole number of requests in flight (0: open loop), got "
+                             f"{self.clients!r}")
+        for flag, value, low in (("--rate", 1.0 if self.clients else self.rate, 0), ("--prompt", self.prompt_tokens, 0),
                                  ("--output", self.output_tokens, 0), ("--requests", self.requests, 0),
                                  ("--max-batch", self.max_batch, 0)):
             if not (np.isfinite(value) and value > low):
@@ -68,9 +79,10 @@ class ServeSpec:
 
 
 def workload(spec: ServeSpec) -> tuple[Workload, list[torch.Tensor]]:
-    """Seeded Poisson arrivals, fixed lengths, and each prompt's random token ids."""
+    """Seeded Poisson arrivals (a closed loop's: set as requests complete, here 0), fixed lengths, and each prompt's
+    random token ids."""
     rng = np.random.default_rng(spec.seed)
-    arrivals = poisson_arrivals(rng, spec.rate, spec.requests)
+    arrivals = np.zeros(spec.requests) if spec.clients else poisson_arrivals(rng, spec.rate, spec.requests)
     work = Workload(arrivals, np.full(spec.requests, spec.prompt_tokens), np.full(spec.requests, spec.output_tokens))
     prompts = [torch.from_numpy(rng.integers(0, spec.model.vocab_size, spec.prompt_tokens)) for _ in arrivals]
     return work, prompts
@@ -86,8 +98,17 @@ def read_csv(path: Path) -> list[dict]:
 
 def append(path: Path, columns: tuple, row: dict) -> None:
     """One row, handed to the OS before returning (a header first if the file is new); not fsynced, which
-    would add milliseconds to the wall clock being measured."""
+    would add milliseconds to the wall clock being measured. A file written before a column was added keeps its
+    header; a row that needs the missing column is refused."""
     new = not path.is_file() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as handle:
+            header = tuple(next(csv.reader(handle)))
+        lost = [name for name in columns if name not in header and row.get(name) not in (None, "", 0)]
+        if lost:
+            raise ValueError(f"{path}: written before the column {', '.join(lost)} existed; fix: log this run to a "
+                             "new --out file")
+        columns = header
     with open(path, "a", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns, lineterminator="\n")
         if new:
@@ -130,6 +151,7 @@ def run(spec: ServeSpec, path: Path, warmup_requests: int = 2, probe_patience_s:
     model = build_decoder(spec.model, DTYPE, "cpu", seed=spec.seed)
     work, prompts = workload(spec)
     warm = ServeSpec(spec.model, 1e6, spec.prompt_tokens, 2, warmup_requests, spec.token_budget, spec.max_batch)
+    clients = spec.clients or None
     warm_work, warm_prompts = workload(warm)
     serve(model, warm_work, spec.token_budget, spec.max_batch, warm_prompts)  # first-call costs (allocation, packing)
     probe = SteadyProbe(lambda: measure_ceilings("cpu", (DTYPE,), "probe"), patience_s=probe_patience_s)
@@ -137,7 +159,8 @@ def run(spec: ServeSpec, path: Path, warmup_requests: int = 2, probe_patience_s:
         probe.probe()
     before = probe.steady()
     header = {"run_id": spec.run_id, "model": spec.model.name, "config_hash": config_hash(spec.model),
-              "rate": spec.rate, "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
+              "rate": "" if spec.clients else spec.rate, "clients": spec.clients or "",
+              "prompt_tokens": spec.prompt_tokens, "output_tokens": spec.output_tokens,
               "requests": spec.requests, "token_budget": spec.token_budget, "max_batch": spec.max_batch,
               "seed": spec.seed, **{k: v for k, v in environment("cpu").items() if k in REQUEST_COLUMNS},
               "load_average": os.getloadavg()[0], "read_bandwidth": before.read_bandwidth,
@@ -151,7 +174,8 @@ def run(spec: ServeSpec, path: Path, warmup_requests: int = 2, probe_patience_s:
             "timestamp": datetime.datetime.now().isoformat(timespec="seconds")})
 
     began = time.perf_counter()
-    serve(model, work, spec.token_budget, spec.max_batch, prompts, on_finish=log_request, on_step=steps.append)
+    serve(model, work, spec.token_budget, spec.max_batch, prompts, on_finish=log_request, on_step=steps.append,
+          clients=clients)
     wall_s = time.perf_counter() - began
     after = probe.probe()
     append(runs_path(path), RUN_COLUMNS, {

@@ -1,4 +1,5 @@
-"""`roofline serve-bench` (run the continuous-batching server under Poisson load, log every request) and
+"""`roofline serve-bench` (run the continuous-batching server under Poisson load or a closed loop of clients, log
+every request) and
 `roofline serve-score` (the simulator's prediction of those runs, with the server's host term fitted on
 other runs)."""
 from __future__ import annotations
@@ -23,6 +24,8 @@ def numbers(text: str, flag: str, kind=float) -> tuple:
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="cpu-small", help="a validation preset (python -m validation.cli validate)")
     parser.add_argument("--rate", default="1", help="comma-separated Poisson rates, requests/s (one run each)")
+    parser.add_argument("--clients", help="comma-separated closed-loop concurrencies (one run each; instead of --rate): "
+                        "C requests in flight from t = 0, a new one as one completes")
     parser.add_argument("--prompt", default="128", help="comma-separated prompt lengths, tokens")
     parser.add_argument("--output", type=int, default=16, help="tokens generated per request")
     parser.add_argument("--requests", type=int, default=20, help="requests per run")
@@ -47,8 +50,14 @@ def run_bench(args: argparse.Namespace) -> int:
     path = Path(args.out) if args.out else MEASUREMENTS_DIR / DEFAULT_CSV
     config = model_config(args.model, None)
     engine = load_engine(args.engine)
-    specs = [ServeSpec(config, rate, prompt, args.output, args.requests, args.token_budget, args.max_batch, args.seed)
-             for prompt in numbers(args.prompt, "--prompt", int) for rate in numbers(args.rate, "--rate")]
+    if args.clients is None:
+        loads = [(rate, 0) for rate in numbers(args.rate, "--rate")]
+    else:
+        loads = [(0.0, clients) for clients in numbers(args.clients, "--clients", int)]
+        if min(c for _, c in loads) < 1:
+            raise ValueError(f"--clients: must be whole numbers of requests in flight >= 1, got {args.clients!r}")
+    specs = [ServeSpec(config, rate, prompt, args.output, args.requests, args.token_budget, args.max_batch, args.seed,
+                       clients) for prompt in numbers(args.prompt, "--prompt", int) for rate, clients in loads]
     for spec in specs:
         spec.check()
     torch.set_num_threads(args.threads)
@@ -82,7 +91,7 @@ def run_score(args: argparse.Namespace) -> int:
     from roofline.engine import load_engine
 
     from .cli import PRESETS
-    from .serve_score import HostCost, fit_server, load_runs, score
+    from .serve_score import HostCost, closed_loop, fit_server, load_runs, score
     for path in [*args.files, *args.host_fit]:
         if not Path(path).is_file():
             raise ValueError(f"serve-score: no such file {path}")
@@ -93,17 +102,30 @@ def run_score(args: argparse.Namespace) -> int:
     host = HostCost()
     if args.host_fit:
         engine, host = fit_server(load_runs(args.host_fit, PRESETS), args.host_fit, engine)
-    scores = [score(run, engine, host, not args.dedicated_core) for run in load_runs(args.files, PRESETS)]
+    runs = load_runs(args.files, PRESETS)
+    scores = [score(run, engine, host, not args.dedicated_core) for run in runs]
+    closed = [closed_loop(run, engine, host) for run in runs if run.spec.clients]
     if args.json:
-        print(json.dumps({"host": host.__dict__, "flops_efficiency": engine.flops_efficiency, "runs": scores}, indent=2))
+        print(json.dumps({"host": host.__dict__, "flops_efficiency": engine.flops_efficiency, "runs": scores,
+                          "closed_loop": closed}, indent=2))
         return 0
     print(f"GEMM flops_efficiency {engine.flops_efficiency:.3f}; host term: {host.step_s * 1e3:.2f} ms/step + "
           f"{host.sequence_s * 1e3:.3f} ms/sequence ({host.source})")
-    print(f"{'rate':>5} {'prompt':>6} {'load':>5} {'share':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
+    print(f"{'at':>6} {'prompt':>6} {'load':>5} {'share':>5} " + " ".join(f"{n + ' p' + str(q):>9}" for n in ("ttft", "tpot")
                                                             for q in (50, 90)))
     for s in scores:
-        print(f"{s['rate']:5g} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
+        load = f"C={s['clients']}" if s["clients"] else f"{s['rate']:g}/s"
+        print(f"{load:>6} {s['prompt_tokens']:6d} {s['load_average']:5.2f} {s['cpu_share']:5.2f} " + " ".join(
             f"{s[f'{n}_p{q}_error']:+9.1%}" for n in ("ttft", "tpot") for q in (50, 90)))
+    if closed:
+        print("closed loop, TTFT ms: mean / p50 / p90 / the first wave (C at t = 0) / the rest; the load model's steady "
+              "state and its mean over the run's N")
+        for c in closed:
+            parts = [" ".join(f"{c[f'{who}_{q}_s'] * 1e3:5.0f}" for q in ("mean", "p50", "p90", "first_wave", "later"))
+                     for who in ("measured", "simulated")]
+            print(f"  C={c['clients']} P={c['prompt_tokens']} N={c['requests']} share {c['cpu_share']:.2f}  measured "
+                  f"{parts[0]}  simulated {parts[1]}  model: first wave {c['model_first_wave_s'] * 1e3:5.0f} steady "
+                  f"{c['model_steady_s'] * 1e3:5.0f} run mean {c['model_run_mean_s'] * 1e3:5.0f}")
     return 0
 
 

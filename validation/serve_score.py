@@ -22,6 +22,8 @@ from roofline.engine import PARAMETERS, Engine
 from roofline.model import Options
 from roofline.precision import Precision
 from roofline.serving.batching import Result, StepCost, simulate_continuous
+from roofline.serving.first_wave import first_wave
+from roofline.serving.load import LoadModel, Policy
 
 from .decoder import attention_kernel
 from .serve_bench import DTYPE, ServeSpec, read_csv, runs_path, steps_path, workload
@@ -111,8 +113,10 @@ def load_runs(paths, presets: dict) -> list[Run]:
             if config is None or config_hash(config) != r["config_hash"]:
                 raise ValueError(f"{path}: run {run_id}: model {r['model']!r} is not a preset of this version "
                                  "(its config hash differs); fix: score it with the version that measured it")
-            spec = ServeSpec(config, float(r["rate"]), int(r["prompt_tokens"]), int(r["output_tokens"]),
-                             int(r["requests"]), int(r["token_budget"]), int(r["max_batch"]), int(r["seed"]))
+            clients = int(r.get("clients") or 0)  # files from before the closed loop have no such column
+            spec = ServeSpec(config, 0.0 if clients else float(r["rate"]), int(r["prompt_tokens"]),
+                             int(r["output_tokens"]), int(r["requests"]), int(r["token_budget"]), int(r["max_batch"]),
+                             int(r["seed"]), clients)
             if len(rows) == spec.requests:
                 out.append(Run(spec, rows, *roofs, shares[run_id]))
     return out
@@ -191,13 +195,14 @@ def predict(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool 
     on the share of the core the run measured it had, else on a core of its own."""
     work, _ = workload(run.spec)
     cost = ServerStepCost(run_deployment(run, host.on(engine)), run.cpu_share if shared else 1.0)
-    return simulate_continuous(work, cost, run.spec.max_batch, chunk_tokens=run.spec.token_budget)
+    return simulate_continuous(work, cost, run.spec.max_batch, chunk_tokens=run.spec.token_budget,
+                               clients=run.spec.clients or None)
 
 
 def score(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool = True) -> dict:
     """Measured and predicted p50 / p90 TTFT and TPOT of one run, and the relative errors."""
     predicted = predict(run, engine, host, shared)
-    out = {"run_id": run.spec.run_id, "rate": run.spec.rate, "prompt_tokens": run.spec.prompt_tokens,
+    out = {"run_id": run.spec.run_id, "rate": run.spec.rate, "clients": run.spec.clients, "prompt_tokens": run.spec.prompt_tokens,
            "load_average": float(run.first["load_average"]), "cpu_share": run.cpu_share}
     for name, simulated in (("ttft", predicted.ttft_s), ("tpot", predicted.tpot_s)):
         measured = run.measured(name)
@@ -205,4 +210,33 @@ def score(run: Run, engine: Engine, host: HostCost = HostCost(), shared: bool = 
             m, p = float(np.percentile(measured, q)), float(np.percentile(simulated[np.isfinite(simulated)], q))
             out[f"{name}_p{q}_measured_s"], out[f"{name}_p{q}_predicted_s"] = m, p
             out[f"{name}_p{q}_error"] = p / m - 1
+    return out
+
+
+def load_model(run: Run, engine: Engine, host: HostCost = HostCost()) -> LoadModel:
+    """The steady-state load model of a run's server on the share of the core it had: the roofs and the host costs
+    scaled by the CPU share, as ServerStepCost scales the simulator's steps."""
+    share = run.cpu_share
+    shared = replace(host.on(engine), step_overhead_s=(engine.step_overhead_s + host.step_s) / share,
+                     sequence_overhead_s=(engine.sequence_overhead_s + host.sequence_s) / share)
+    d = deployment(run.spec.model, run.read_bandwidth * share, run.matmul_flops * share, shared)
+    return LoadModel(d, run.spec.prompt_tokens, run.spec.output_tokens,
+                     Policy(run.spec.token_budget, run.spec.max_batch))
+
+
+def closed_loop(run: Run, engine: Engine, host: HostCost = HostCost()) -> dict:
+    """A closed-loop run's TTFT, seconds: its mean, p50, p90, first wave (the C requests sent at t = 0) and the
+    rest, measured and simulated (clients = C); the load model's steady state and its run mean (first wave
+    included, N = the run's requests)."""
+    C, N = run.spec.clients, run.spec.requests
+    order = np.argsort([int(r["request"]) for r in run.rows])
+    out = {"run_id": run.spec.run_id, "clients": C, "prompt_tokens": run.spec.prompt_tokens, "requests": N,
+           "cpu_share": run.cpu_share}
+    for name, ttft in (("measured", run.measured("ttft")[order]), ("simulated", predict(run, engine, host).ttft_s)):
+        out.update({f"{name}_mean_s": float(np.mean(ttft)), f"{name}_p50_s": float(np.percentile(ttft, 50)),
+                    f"{name}_p90_s": float(np.percentile(ttft, 90)), f"{name}_first_wave_s": float(np.mean(ttft[:C])),
+                    f"{name}_later_s": float(np.mean(ttft[C:]))})
+    state = load_model(run, engine, host).at_concurrency([float(C)], [float(N)])
+    out["model_steady_s"], out["model_run_mean_s"] = float(state["ttft_steady_s"][0]), float(state["ttft_s"][0])
+    out["model_first_wave_s"] = float(np.mean(first_wave(load_model(run, engine, host), C)))
     return out

@@ -103,13 +103,17 @@ class Step:
 
 
 def serve(model: Decoder, work: Workload, token_budget: int, max_batch: int, prompts: list[torch.Tensor],
-          on_finish=None, on_step=None, clock=time.perf_counter) -> list[Served]:
-    """Serve `work` on the wall clock: arrivals are seconds after the start; on_finish(Served) and
-    on_step(Step) are called as requests complete and steps end."""
+          on_finish=None, on_step=None, clock=time.perf_counter, clients: int | None = None) -> list[Served]:
+    """Serve `work` on the wall clock: arrivals are seconds after the start (closed loop, `clients`: set as
+    requests complete, work.arrivals ignored); on_finish(Served) and on_step(Step) are called as requests complete
+    and steps end."""
     n = len(work.arrivals)
+    if clients is not None:
+        work = Workload(np.where(np.arange(n) < clients, 0.0, np.inf), work.prompts, work.outputs)
+    issued = n if clients is None else min(clients, n)
     model.allocate_cache(max_batch, int((work.prompts + work.outputs).max()))
     free_slots, slot = list(range(max_batch)), {}
-    served = [Served(r, float(work.arrivals[r])) for r in range(n)]
+    served = [Served(r, float(work.arrivals[r])) for r in range(n)]  # closed loop: arrivals past `issued` set later
     prefilled, last_token = np.zeros(n, dtype=int), {}
     waiting, running, arrived = deque(), [], 0
     start = clock()
@@ -154,6 +158,9 @@ def serve(model: Decoder, work: Workload, token_budget: int, max_batch: int, pro
         for r in [r for r in owners if len(served[r].token_s) >= work.outputs[r]]:
             running.remove(r)
             free_slots.append(slot.pop(r))
+            if issued < n:  # closed loop: the client whose request ended sends the next
+                work.arrivals[issued] = served[issued].arrival_s = ended - start
+                issued += 1
             if on_finish is not None:
                 on_finish(served[r])
     model.release_cache()

@@ -8,9 +8,10 @@ profile; fp8 rows run W8A8 (the GEMMs at the fp8 peak: vLLM, SGLang and TensorRT
 quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows do not say):
   before: today's offline estimates: TPOT the decode step of a batch of `concurrency` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
-  after:  the steady state at that concurrency (roofline.serving.load) under the engine's default scheduler
-          (its profile's `scheduler:`): TTFT and TPOT under the load, TPOT = (E2E - TTFT) / (osl - 1), the
-          benchmarks' per-request mean.
+  after:  the closed loop at that concurrency (roofline.serving.load) under the engine's default scheduler
+          (its profile's `scheduler:`): TTFT the mean over a run of RUN_REQUESTS_PER_CLIENT x C requests, whose
+          first C are sent together at t = 0 (roofline.serving.first_wave), the rest at the steady state's;
+          TPOT the steady state's, (E2E - TTFT) / (osl - 1), the benchmarks' per-request mean.
 Rows whose benchmark timed TTFT from one completion ahead (serving_rows.COMPLETION_INTERVAL_SOURCES) are compared
 with the predicted TTFT plus E2E / C, E2E = TTFT + (osl − 1) TPOT as predicted: the row's convention, not the engine's.
 """
@@ -33,6 +34,11 @@ from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .serving_rows import REASONS, REQUIRED, read_row
+
+# Requests a run per client, N / C: the rows do not state N. Assumed 10: genai-perf's published sweeps set
+# --request-count to 10 x the concurrency, vLLM's serving recipes num_prompts to 5-10 x. The first wave of C requests,
+# sent together at t = 0, is then a tenth of the run (roofline.serving.first_wave; validation/README.md weighs it).
+RUN_REQUESTS_PER_CLIENT = 10
 
 
 @dataclass(frozen=True)
@@ -131,7 +137,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(concurrency)
+        load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(
+            concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     for when in ("before", "after"):
         out[f"ttft_{when}"] = as_timed(rows, out[f"ttft_{when}"], out[f"tpot_{when}"])
