@@ -15,6 +15,7 @@ collectives, its all-reduce latency prices the collectives, and its per-request 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -199,6 +200,11 @@ class Deployment:
         bandwidth, latency, _ = link(self.hardware)
         return bandwidth, latency if self.engine.allreduce_latency_s is None else self.engine.allreduce_latency_s
 
+    def allreduce_latency(self, latency: float) -> float:
+        """One tensor-parallel all-reduce's fixed time: `latency` over 2 GPUs, plus the engine's
+        allreduce_doubling_s for each doubling of the group past 2 (log2(tp / 2) of them)."""
+        return latency + self.engine.allreduce_doubling_s * math.log2(max(self.tp, 2) / 2)
+
     @property
     def whole_model_params(self) -> tuple[float, float]:
         """(parameters, routed-expert parameters) of the whole model, every shard together."""
@@ -272,7 +278,7 @@ class Deployment:
         if self.tp > 1:
             count = ALLREDUCES_PER_LAYER * self.config.n_layers
             out.append((OpName("tp", "all-reduce"), count,
-                        count * allreduce_time(tokens * row_bytes, self.tp, bandwidth, latency)))
+                        count * allreduce_time(tokens * row_bytes, self.tp, bandwidth, self.allreduce_latency(latency))))
         if self.pp > 1:  # each stage hands its activations to the next
             out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
         if self.ep > 1:  # each GPU sends its B·T/e tokens' k rows, less those staying on it

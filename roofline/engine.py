@@ -10,7 +10,8 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
 - its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host), per running
   sequence per step (the scheduler's work for each request) and per request (tokenizing: paid once, in TTFT);
-- the latency of one of its all-reduces (tensor parallelism: two a layer).
+- the latency of one of its all-reduces (tensor parallelism: two a layer) over 2 GPUs, and what each doubling of
+  the group adds to it.
 
 Each parameter has a unit, a physical range and a note of the rows that pin it (`data/engines/*.yaml`).
 
@@ -66,7 +67,11 @@ PARAMETERS = {
     # worker's admission); pinned by TTFT at low load, where no queue hides it. 10 s: no working handoff nears it.
     "disagg_handoff_s": ("s", 0.0, 10.0, "per request, once, in a disaggregated TTFT: the prefill-to-decode handoff "
                          "beyond the KV bytes"),
-    "allreduce_latency_s": ("s", 0.0, 1e-2, "one all-reduce's fixed latency (two a layer under tp)"),
+    "allreduce_latency_s": ("s", 0.0, 1e-2, "one all-reduce's fixed latency over 2 GPUs (two a layer under tp)"),
+    # A small all-reduce's latency grows with its group: vLLM's custom all-reduce on H100 takes 8.7 / 9.2 / 11.8 us
+    # at 32 KB and 12.9 / 20.6 / 24.1 us at 256 KB over 2 / 4 / 8 GPUs (sglang PR #2904); 1 ms a doubling is a typo.
+    "allreduce_doubling_s": ("s", 0.0, 1e-3, "what each doubling of the tensor-parallel group past 2 GPUs adds to "
+                             "one all-reduce's latency (more peers to signal and read)"),
     # Near the ridge a kernel neither streams at the bandwidth roof nor computes at the FLOP/s roof:
     # an op takes (c^p + m^p)^(1/p) (p = 1: compute and memory never overlap; inf: the sharp roofline).
     "corner": ("p", 1.0, math.inf, "sharpness of the roofline corner: an op takes (compute^p + memory^p)^(1/p)"),
@@ -77,8 +82,10 @@ PARAMETERS = {
                     "again (0: once per group; 1: once per query head)"),
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
-# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work.
-OPTIONAL = ("allreduce_latency_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s", "sequence_overhead_s")
+# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; an all-reduce
+# as slow over 8 GPUs as over 2.
+OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
+            "sequence_overhead_s")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
@@ -100,6 +107,7 @@ class Engine:
     request_overhead_s: float = 0.0
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
+    allreduce_doubling_s: float = 0.0  # added to the all-reduce latency per doubling of the group past 2 GPUs
     corner: float = math.inf
     attention_corner: float | None = None  # None: `corner`
     gqa_rereads: float = 0.0

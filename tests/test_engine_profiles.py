@@ -45,6 +45,7 @@ def refusal(capsys, argv) -> str:
     ({"layer_overhead_s": 1e300}, "layer_overhead_s = 1e+300 is out of its physical range: it must be in [0, 0.01] s"),
     ({"request_overhead_s": -1.0}, "request_overhead_s = -1.0 is out of its physical range"),
     ({"allreduce_latency_s": 5.0}, "allreduce_latency_s = 5.0 is out of its physical range"),
+    ({"allreduce_doubling_s": -1e-6}, "allreduce_doubling_s = -1e-06 is out of its physical range"),
     ({"hardware": "tpu-v9"}, "hardware 'tpu-v9' is not a bundled device"),
 ])
 def test_a_bad_engine_file_is_one_line_naming_the_file_and_the_field(tmp_path, capsys, change, named):

@@ -272,6 +272,8 @@ def _engine_text(engine) -> str:
         return "ideal bound (datasheet peaks, no overhead)"
     quantized = "".join(f", {fmt} GEMV x{e:.2g}" for fmt, e in engine.quantized_efficiency.items())
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
+    if engine.allreduce_doubling_s:
+        latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"
     sequence = f"{fmt_seconds(engine.sequence_overhead_s)} a running sequence a step, " if engine.sequence_overhead_s else ""
     return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
             f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "

@@ -31,13 +31,16 @@ def log_errors(rows: list[Row]):
 
 def identified(names: list[str], rows: list[Row]) -> list[str]:
     """The parameters these rows can move: a quantized format's efficiency needs a row in that format,
-    an all-reduce latency a row on several GPUs, a request overhead a TTFT or throughput row."""
+    an all-reduce latency a row on several GPUs (its growth a row on more than 2), a request overhead a TTFT or
+    throughput row."""
     formats = {row.precision.weights for row in rows}
     kept = []
     for name in names:
         if name.startswith(QUANTIZED + ".") and name.split(".", 1)[1] not in formats:
             continue
         if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
+            continue
+        if name == "allreduce_doubling_s" and not any(row.tp > 2 for row in rows):
             continue
         if name == "gqa_rereads" and not any(_grouped(row.model) for row in rows):
             continue

@@ -30,7 +30,7 @@ TERMS = (("kernel roofs", ("roofs",)),
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
-         ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s",)))
+         ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
 NOT_IN_DECODE = ("request_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
 
 
