@@ -41,7 +41,7 @@ from ..sharding import whole
 from .first_wave import run_mean_ttft
 from .mixed_step import StepTable, prefill_attention_seconds
 
-BISECTIONS = 48  # halvings of log τ̄: 2^-48 of the bracket
+BISECTIONS = 32  # halvings of log τ̄: 2^-32 of the bracket, ~1e-9 of τ̄, far below the fits' 1e-3 difference step
 SATURATION_ROUNDS, SATURATION_POINTS = 4, 32  # the saturating rate: 32 candidates a round, 4 rounds
 CURVE_POINTS = 512  # closed loop: the open-loop curve it inverts
 
