@@ -19,13 +19,17 @@ The layout term also holds the load's shape: roofline serves Poisson arrivals at
 bursts), AIConfigurator a fixed concurrency (closed loop).
 Not a dependency: AIConfigurator lives in its own venv (python3 -m venv /work/aic-venv; pip install
 aiconfigurator). Run: PYTHONPATH=. python benchmarks/compare_aiconfigurator.py [--aic /work/aic-venv/bin/aiconfigurator]
-[--out benchmarks/results/aiconfigurator.md]; it writes a Markdown table.
+[--out benchmarks/results/aiconfigurator.md] [--answers benchmarks/results/aiconfigurator-answers.json]; it writes a
+Markdown table. AIConfigurator's answers do not change with roofline: its best row per question is kept in the
+answers file (with the package's version and the search's seconds) and reused while it holds every question asked;
+delete it, or pass --rerun, to ask AIConfigurator again (~13 min on 2 cores; the rest takes ~1 min).
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import dataclasses
+import json
 import math
 import subprocess
 import tempfile
@@ -101,6 +105,29 @@ def run_aic(aic: str, qs: list) -> tuple[dict, float]:
                 if rows:
                     found[q] = rows[0]
     return found, seconds
+
+
+def aic_version(aic: str) -> str:
+    """The package version of the AIConfigurator beside `aic` (its venv's pip), or 'unknown'."""
+    pip = Path(aic).with_name("pip")
+    shown = subprocess.run([str(pip), "show", "aiconfigurator"], check=False, capture_output=True, text=True).stdout
+    return next((line.split(":", 1)[1].strip() for line in shown.splitlines() if line.startswith("Version:")), "unknown")
+
+
+def answers(aic: str, qs: list, path: Path, rerun: bool) -> tuple[dict, float, str]:
+    """AIConfigurator's best row per question, from `path` while it holds every question, else from a new search
+    (then written there): (answers, the search's seconds, the version that answered)."""
+    if path.exists() and not rerun:
+        kept = json.loads(path.read_text())
+        found = {q: kept["answers"][_name(q)] for q in qs if _name(q) in kept["answers"]}
+        if all(_name(q) in kept["asked"] for q in qs):
+            return found, kept["seconds"], kept["version"]
+    found, seconds = run_aic(aic, qs)
+    version = aic_version(aic)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": version, "seconds": round(seconds), "asked": [_name(q) for q in qs],
+                                "answers": {_name(q): row for q, row in found.items()}}, indent=1) + "\n")
+    return found, seconds, version
 
 
 def _whole(row: dict, key: str, default: int = 1) -> int:
@@ -210,9 +237,12 @@ def main() -> None:
     parser.add_argument("--aic", default="/work/aic-venv/bin/aiconfigurator")
     parser.add_argument("--out", default="benchmarks/results/aiconfigurator.md")
     parser.add_argument("--only", help="the questions whose model contains this (a quick check)")
+    parser.add_argument("--answers", type=Path, default=Path("benchmarks/results/aiconfigurator-answers.json"),
+                        help="AIConfigurator's answers, kept between runs")
+    parser.add_argument("--rerun", action="store_true", help="ask AIConfigurator again even if the answers are kept")
     args = parser.parse_args()
     qs = [q for q in questions() if args.only is None or args.only in q[0]]
-    aic, aic_seconds = run_aic(args.aic, qs)
+    aic, aic_seconds, version = answers(args.aic, qs, args.answers, args.rerun)
     results, ours_seconds = [], 0.0
     for q in qs:
         start = time.perf_counter()
@@ -239,7 +269,7 @@ def main() -> None:
                  terms=terms(ours_tps, aic_tps, at_aic, once, aic_ttft, aic_tpot) if ours else "roofline finds none")
         results.append(r)
     ratios = [float(r["ratio"]) for r in results if r["ratio"] not in ("-",)]
-    summary = (f"{len(qs)} questions; AIConfigurator answered {len(aic)} in {aic_seconds:.0f} s (one `cli exp` run), "
+    summary = (f"{len(qs)} questions; AIConfigurator {version} answered {len(aic)} in {aic_seconds:.0f} s (one `cli exp` run), "
                f"roofline {sum(r['ours_tps'] != '-' for r in results)} in {ours_seconds:.0f} s ({BISECTIONS} plans each); "
                f"tokens/s per GPU, roofline / AIC: median {np.median(ratios):.2f}, range {min(ratios):.2f}-"
                f"{max(ratios):.2f}" if ratios else "no ratios")

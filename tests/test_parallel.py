@@ -13,6 +13,7 @@ from roofline.models.config import MOE
 from roofline.serving.tensor_parallel import tp_crossovers
 from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
 from roofline.deployment import Deployment
+from roofline.engine import load_engine
 
 H100 = load_hardware("h100-sxm")
 
@@ -125,6 +126,37 @@ def test_tp_breakeven_and_fastest_degree_solve_their_equations():
     # Bounded ring traffic and a constant latency: TPOT falls with every doubling of t.
     assert found["tp_fastest"].value == float("inf")
     assert tpot(2 * t) < tpot(t) and tpot(64) < tpot(8) < tpot(2) and 1 < t < 2
+
+
+def _tpot(given: dict, t):
+    """TPOT at t GPUs from a crossover's numbers, by hand: m/t plus 2L all-reduces of latency λ + δ·log2(t/2)."""
+    m, L, X, beta, lam, delta = (given[k] for k in ("m", "L", "X", "beta", "lambda", "delta"))
+    return m / t + 2 * L * (lam + delta * np.log2(t / 2) + 2 * (t - 1) / t * X / beta)
+
+
+def test_an_all_reduce_growing_with_the_group_gives_decode_a_fastest_tp_degree():
+    d = Deployment.of("llama-3.1-70b", H100, engine=replace(load_engine("vllm"), allreduce_doubling_s=1e-5))
+    found = tp_crossovers(d)
+    g = found["tp_fastest"].given
+    grid = np.geomspace(2, 512, 200_001)
+    fastest = found["tp_fastest"].value
+    # the closed form ln2 (m − 4LX/β) / (2Lδ) is the grid's least TPOT, and more GPUs past it cost time
+    assert fastest == pytest.approx(grid[np.argmin(_tpot(g, grid))], rel=1e-3)
+    assert 8 < fastest < 512 and _tpot(g, 2 * fastest) > _tpot(g, fastest) < _tpot(g, fastest / 2)
+
+
+def test_tp_breakeven_past_two_gpus_solves_the_equation_with_its_doubling_term():
+    d = Deployment.of("llama-3.1-70b", H100, engine=load_engine("vllm"))
+    g = tp_crossovers(d)["tp_breakeven"].given
+    m, L, X, beta = g["m"], g["L"], g["X"], g["beta"]
+    latency = m * (1 - 1 / 4) / (2 * L) - 2 * (3 / 4) * X / beta  # without the doubling term: break even at t = 4
+    engine = replace(load_engine("vllm"), allreduce_latency_s=latency, allreduce_doubling_s=1e-6)
+    found = tp_crossovers(replace(d, engine=engine))["tp_breakeven"]
+    t = found.value
+    assert 4 < t < 5 and _tpot(found.given, t) == pytest.approx(m, rel=1e-9)  # TPOT back at one GPU's
+    # latencies that outweigh the memory time: no degree pays, and one GPU is the fastest
+    slow = tp_crossovers(replace(d, engine=replace(engine, allreduce_latency_s=10 * latency)))
+    assert slow["tp_breakeven"].value == float("inf") and slow["tp_fastest"].value == 1
 
 
 @settings(max_examples=15, deadline=None)
