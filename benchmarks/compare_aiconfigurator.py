@@ -40,7 +40,7 @@ import numpy as np
 
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
-from roofline.planning.plan import Targets, Workload, plan
+from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, plan
 from roofline.serving.disaggregated import Disaggregated
 from roofline.serving.load import Policy, at_load, kv_sequences
 
@@ -143,14 +143,14 @@ def aic_layout(row: dict, mode: str) -> str:
             f"{row.get('(d)parallel', '?')}")
 
 
-def roofline_best(q) -> tuple[float, dict | None]:
+def roofline_best(q, engine: str = DEFAULT_ENGINE) -> tuple[float, dict | None]:
     """The highest rate (requests/s) 8 GPUs serve within the targets in this mode, and the cheapest row there."""
     model, hw, fmt, mode = q
     ep = (1, 8) if model.startswith("qwen3") else (1,)
 
     def best(rate):
         frame = plan(model, Workload(rate, PROMPT, GEN), Targets(TTFT, TPOT), hardware=(hw,), tp=(1, 2, 4, 8), ep=ep,
-                     weights=(fmt,), kv=(fmt,), max_gpus=GPUS, disaggregated=mode == "disaggregated")
+                     weights=(fmt,), kv=(fmt,), engines=(engine,), max_gpus=GPUS, disaggregated=mode == "disaggregated")
         frame = frame[frame["feasible"] & (frame["mode"] == mode)]
         return None if frame.empty else frame.iloc[0].to_dict()
 
@@ -170,7 +170,7 @@ def layout_of(row: dict, mode: str) -> str:
     return f"P {int(row['prefill_workers'])} x {prefill} + D {int(row['decode_workers'])} x {split}"
 
 
-def price_aic_choice(q, aic: dict, engine="tensorrt-llm") -> dict:
+def price_aic_choice(q, aic: dict, engine=DEFAULT_ENGINE) -> dict:
     """roofline's TTFT, TPOT and tokens/s per GPU at AIConfigurator's layout and concurrency ({}: not modelled)."""
     model, hw, fmt, mode = q
 
@@ -240,13 +240,14 @@ def main() -> None:
     parser.add_argument("--answers", type=Path, default=Path("benchmarks/results/aiconfigurator-answers.json"),
                         help="AIConfigurator's answers, kept between runs")
     parser.add_argument("--rerun", action="store_true", help="ask AIConfigurator again even if the answers are kept")
+    parser.add_argument("--engine", default=DEFAULT_ENGINE, help=f"roofline's engine profile (default {DEFAULT_ENGINE}, plan's)")
     args = parser.parse_args()
     qs = [q for q in questions() if args.only is None or args.only in q[0]]
     aic, aic_seconds, version = answers(args.aic, qs, args.answers, args.rerun)
     results, ours_seconds = [], 0.0
     for q in qs:
         start = time.perf_counter()
-        rate, ours = roofline_best(q)
+        rate, ours = roofline_best(q, args.engine)
         ours_seconds += time.perf_counter() - start
         row = aic.get(q)
         r = dict(zip(("model", "hw", "fmt", "mode"), q))
@@ -259,8 +260,8 @@ def main() -> None:
             results.append(r)
             continue
         aic_tps, aic_ttft, aic_tpot = float(row["tokens/s/gpu"]), float(row["ttft"]), float(row["tpot"])
-        at_aic = price_aic_choice(q, row)
-        once = price_aic_choice(q, row, dataclasses.replace(load_engine("tensorrt-llm"), gqa_rereads=0.0))
+        at_aic = price_aic_choice(q, row, args.engine)
+        once = price_aic_choice(q, row, dataclasses.replace(load_engine(args.engine), gqa_rereads=0.0))
         r.update(aic_layout=aic_layout(row, q[3]), aic_tps=f"{aic_tps:.0f}",
                  aic_lat=f"{aic_ttft:.0f} ms, {aic_tpot:.1f} ms",
                  ratio=f"{ours_tps / aic_tps:.2f}" if ours else "-",
