@@ -144,7 +144,8 @@ def test_fit_engine_serving_refuses_an_engine_without_rows(serving_csv, capsys):
 
 @pytest.mark.parametrize("scheduler, fragment", [({"token_budget": {"value": 0}}, "scheduler.token_budget"),
                                                  ({"token_budget": 512, "max_sequences": 1024}, "a budget above"),
-                                                 ({"budget": 8192}, "unknown keys ['budget']")])
+                                                 ({"budget": 8192}, "unknown keys ['budget']"),
+                                                 ({"overlap_steps": {"value": -1}}, "scheduler.overlap_steps")])
 def test_a_bad_scheduler_section_is_one_line_naming_the_file(tmp_path, capsys, scheduler, fragment):
     document = yaml.safe_load((ENGINES_DIR / "vllm.yaml").read_text())
     document["scheduler"] = scheduler

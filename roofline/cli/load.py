@@ -151,7 +151,8 @@ def explain_lines(t: dict) -> list[str]:
         f"(decode-only {ms(t['decode_step_s'])}, with chunks {ms(t['mixed_step_s'])})",
         f"  TPOT                 steps weighted by their decoders: {t['decoders']:.1f} seen; {ms(t['tpot_s'])}",
         f"  TTFT                 residual E[τ²]/2τ̄ {ms(t['residual_s'])} + budget wait {ms(t['budget_wait_s'])} + "
-        f"own chunks {ms(t['own_prefill_s'])} + request {ms(t['request_overhead_s'])}",
+        + (f"batched ahead s τ̄ {ms(t['scheduled_ahead_s'])} + " if t["scheduled_ahead_s"] else "")
+        + f"own chunks {ms(t['own_prefill_s'])} + request {ms(t['request_overhead_s'])}",
         f"  saturation (budget)  λ_max = Tb / ((P + G − 1) τ_full) = {t['budget_saturation']:.4g} requests/s, every step "
         f"{t['full_decoders']:.0f} decode + {t['full_prefill']:.0f} prefill tokens",
     ]

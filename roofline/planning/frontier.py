@@ -46,7 +46,8 @@ def simulate_row(row, work, percentile: float, requests: int, seed: int, progres
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)  # the search's memory: max batch mean sequences
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
     try:
-        result = simulate_continuous(reqs, StepCost(d), int(row["capacity_batch"]), capacity, BLOCK, chunk, progress)
+        result = simulate_continuous(reqs, StepCost(d), int(row["capacity_batch"]), capacity, BLOCK, chunk, progress,
+                                     overlap_steps=d.engine.scheduler.overlap_steps)
     except ValueError as err:  # a sampled request longer than the KV budget
         return {"sim_error": str(err)}
     return {"sim_error": "", **{key: _percentile(values, percentile) for key, values in

@@ -10,7 +10,9 @@ overheads included; collectives and overheads go with the flattened ops).
   continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
               limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
               up to blocks of `block_size`, or the workload's longest sequence when contiguous);
-              optional chunked prefill caps the tokens of one iteration. Closed loop (`clients`): the first
+              optional chunked prefill caps the tokens of one iteration; an engine that batches `overlap_steps`
+              steps ahead (TensorRT-LLM's overlap scheduler: 1) admits into a step only the requests there when
+              the step that many before it started. Closed loop (`clients`): the first
               `clients` requests arrive together and each later one when a request completes (a serving
               benchmark's fixed concurrency; work.arrivals is then ignored).
 Left out: preemption and swapping, sampling time.
@@ -182,7 +184,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
                         request_overhead_s: float = 0.0, prompts_cached: bool = False,
-                        clients: int | None = None) -> Result:
+                        clients: int | None = None, overlap_steps: int = 0) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -193,7 +195,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     request_overhead_s: the engine's per-request cost (tokenizing, scheduling), paid before the scheduler
     sees the request. prompts_cached: a disaggregated decode worker's requests, whose prompt's KV and first token
     arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here).
-    clients: a closed loop of that many requests in flight (the module docstring)."""
+    clients: a closed loop of that many requests in flight (the module docstring). overlap_steps: steps whose batch
+    the engine forms while earlier ones run (roofline.scheduler); an idle engine batches at once."""
     n = len(work.arrivals)
     if clients is not None:
         whole("clients", clients)
@@ -220,10 +223,14 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     trace_s, trace_batch = [], []
     now, arrived, completed, preemptions = 0.0, 0, 0, 0
     issued = n if clients is None else min(clients, n)  # closed loop: requests sent so far
+    whole("overlap_steps", overlap_steps, low=0)
+    starts = deque([0.0] * overlap_steps, maxlen=overlap_steps + 1)  # the latest steps' start times, oldest first
     while arrived < n or waiting or running:
         if not waiting and not running:
             now = max(now, ready[arrived])
-        while arrived < n and ready[arrived] <= now:
+            starts.extend([now] * overlap_steps)  # idle: the engine waits for a request and batches it at once
+        starts.append(now)
+        while arrived < n and ready[arrived] <= starts[0]:  # batched when the step overlap_steps back started
             waiting.append(arrived)
             arrived += 1
         while waiting and len(running) < max_batch:
@@ -313,4 +320,4 @@ def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch:
     if policy == STATIC:
         return simulate_static(work, cost, max_batch, capacity, progress, state_units, token_units)
     return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress, state_units,
-                               token_units)
+                               token_units, overlap_steps=d.engine.scheduler.overlap_steps)

@@ -15,6 +15,8 @@ of prefill chunks, priced as one mixed step (roofline.serving.mixed_step). With 
   TTFT = residual of the step in progress E[τ²] / 2τ̄ (open loop) + waiting for the budget (the prefill
          tokens ahead, M/D/1, spilling into later full steps) + the prompt's k chunk steps (k − 1 full, then
          the rest beside those who arrived in its step) + the engine's per-request cost
+         + s τ̄ under an engine that schedules s steps ahead (roofline.scheduler overlap_steps; TensorRT-LLM's
+         overlap scheduler, s = 1: the step after the one in progress was batched before the request arrived)
   E2E = TTFT + (G − 1) TPOT;  in flight = λ E2E (Little);  goodput = λ G output tokens/s.
 TPOT's inflation is TPOT / τ_decode − 1: the prefill chunks riding in the decoders' steps.
 Checked against the simulator (roofline.serving.batching) running the same scheduler: within 3% at 0.2-0.8
@@ -201,7 +203,8 @@ class LoadModel:
         service = s["own_prefill_s"]
         wait = self.budget_wait(rate, s)
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
-        ttft = residual + wait + service + self.d.engine.request_overhead_s
+        scheduled_ahead = self.d.engine.scheduler.overlap_steps * tau  # steps batched before it arrived
+        ttft = residual + wait + scheduled_ahead + service + self.d.engine.request_overhead_s
         tpot = s["tpot_s"]
         e2e = ttft + (self.G - 1) * tpot
         in_flight = rate * e2e
@@ -213,6 +216,7 @@ class LoadModel:
                 "tpot_inflation": nan(tpot / s["decode_step_s"] - 1), "step_s": nan(tau),
                 "prefill_share": nan(s["prefill_share"]),
                 "ttft_queue_s": nan(residual + wait), "ttft_prefill_s": nan(service),
+                "ttft_scheduled_ahead_s": nan(scheduled_ahead),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
 
     def terms(self, rate: float) -> dict:
@@ -226,6 +230,7 @@ class LoadModel:
         residual = out["second_moment"] / (2 * out["step_s"])
         out.update(rate=float(rate), decoders_mean=m, residual_s=residual,
                    budget_wait_s=float(self.budget_wait(rate_, s)[0]), request_overhead_s=self.d.engine.request_overhead_s,
+                   scheduled_ahead_s=self.d.engine.scheduler.overlap_steps * out["step_s"],
                    full_decoders=decoders, full_prefill=self.policy.token_budget - decoders,
                    budget_saturation=self.budget_saturation(), prompt=self.P, gen=self.G,
                    token_budget=self.policy.token_budget)
