@@ -54,9 +54,10 @@ def steps(model, rate, tau) -> dict:
     P, G, chunk = model.P, model.G, model.policy.token_budget
     k = math.ceil(P / chunk)
     fluid = np.minimum(rate * tau * P / chunk, 1.0)
-    # the chain's shares need the steps' lengths, which need the shares: two rounds from the fluid share settle it
+    # the chain's shares need the steps' lengths, which need the shares: eight rounds from the fluid share settle
+    # them (sixteen move TPOT < 0.1% against the simulator's 5%)
     phi = fluid
-    for _ in range(3):
+    for _ in range(8):
         tokens = np.minimum(rate * tau * P / np.maximum(phi, 1e-300), chunk)
         prefill = prefill_step(model, tokens, tokens / P)
         m = rate * (G - 1) * tau / np.maximum(1 - phi, 1e-12)
