@@ -1,13 +1,20 @@
-"""The serving policy an engine runs by default: its token budget a step and its cap on running sequences.
+"""The serving policy an engine runs by default: its token budget a step, its cap on running sequences, and whether
+a step mixes prompts with the running sequences' decode tokens.
 
-A continuous-batching engine fills each step with one token of every running sequence plus prefill chunks, up
-to a token budget (vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM max_num_tokens), and
-runs at most max_sequences at once (vLLM max_num_seqs, SGLang max_running_requests, TensorRT-LLM
-max_batch_size). These are the engine's defaults, each with its source (data/engines/*.yaml `scheduler:`);
-the load model (roofline.serving.load.Policy) takes them. Not fitted: a default is read, not measured.
+A continuous-batching engine fills each step up to a token budget (vLLM max_num_batched_tokens, SGLang
+chunked_prefill_size, TensorRT-LLM max_num_tokens) and runs at most max_sequences at once (vLLM max_num_seqs, SGLang
+max_running_requests, TensorRT-LLM max_batch_size). How a step is filled, `step_policy`:
+  mixed          one token of every running sequence plus prefill chunks in the rest of the budget (vLLM's
+                 chunked prefill, TensorRT-LLM's in-flight batching);
+  prefill_first  a step with prompts waiting carries prompt tokens alone, up to the budget, and the running
+                 sequences pause for it; decode steps carry the decoders alone (SGLang's default: its scheduler
+                 runs a new prefill batch whenever one can be formed, get_next_batch_to_run, and mixes decode tokens
+                 into it only under --enable-mixed-chunk, off by default; data/engines/sglang.yaml gives the source).
 overlap_steps: steps a new request waits beyond today's admission because the engine schedules step n + 1 on the
 host while step n runs on the GPU (TensorRT-LLM's overlap scheduler, on unless disable_overlap_scheduler): a request
 that arrives during step n missed step n + 1's batch and joins step n + 2. 0 (absent): admitted at the next step.
+These are the engine's defaults, each with its source (data/engines/*.yaml `scheduler:`); the load model
+(roofline.serving.load.Policy) takes them. Not fitted: a default is read, not measured.
 """
 from __future__ import annotations
 
@@ -16,28 +23,37 @@ from dataclasses import dataclass, field
 from .sharding import whole
 from .userfile import sourced_section
 
-KEYS = ("token_budget", "max_sequences", "overlap_steps")
+MIXED, PREFILL_FIRST = "mixed", "prefill_first"
+STEP_POLICIES = (MIXED, PREFILL_FIRST)
+COUNTS = ("token_budget", "max_sequences", "overlap_steps")
+KEYS = (*COUNTS, "step_policy")
 
 
 @dataclass(frozen=True)
 class Scheduler:
-    token_budget: int = 8192  # prefill + decode tokens a step
+    token_budget: int = 8192  # prefill + decode tokens a step (prefill_first: prompt tokens a prefill step)
     max_sequences: int = 256  # running sequences at once
     overlap_steps: int = 0  # steps scheduled ahead of the one running: a new request waits that many more
     sources: dict = field(default_factory=dict)  # key -> where its value comes from
+    step_policy: str = MIXED  # how a step is filled (the module docstring)
 
     def __post_init__(self):
-        for name in KEYS:
+        for name in COUNTS:
             whole(f"scheduler.{name}", getattr(self, name), low=0 if name == "overlap_steps" else 1,
                   fix="0 or 1 (1: the engine schedules the next step while one runs)" if name == "overlap_steps"
                   else "")
-        if self.token_budget <= self.max_sequences:
+        if self.step_policy not in STEP_POLICIES:
+            raise ValueError(f"scheduler.step_policy: unknown policy {self.step_policy!r}; fix: one of "
+                             f"{', '.join(STEP_POLICIES)}")
+        if self.token_budget <= self.max_sequences and self.step_policy == MIXED:
             raise ValueError(f"scheduler.token_budget: {self.token_budget} tokens cannot carry max_sequences "
                              f"{self.max_sequences} decoders and a prefill chunk; fix: a budget above max_sequences")
 
     def as_document(self) -> dict:
-        return {name: {"value": getattr(self, name), "source": self.sources.get(name, "")} for name in KEYS
-                if name != "overlap_steps" or self.overlap_steps}  # absent: 0, as engines without one read
+        # absent from the file, as engines without one read: overlap_steps 0, step_policy mixed
+        shown = [n for n in KEYS if not (n == "overlap_steps" and not self.overlap_steps)
+                 and not (n == "step_policy" and self.step_policy == MIXED and n not in self.sources)]
+        return {name: {"value": getattr(self, name), "source": self.sources.get(name, "")} for name in shown}
 
 
 DEFAULT_SCHEDULER = Scheduler(sources={
@@ -47,7 +63,7 @@ DEFAULT_SCHEDULER = Scheduler(sources={
 
 
 def scheduler_from_document(raw, where: str) -> Scheduler:
-    """The `scheduler:` section of an engine file (absent: DEFAULT_SCHEDULER)."""
+    """The `scheduler:` section of an engine file (absent: DEFAULT_SCHEDULER; no step_policy: mixed)."""
     if raw is None:
         return DEFAULT_SCHEDULER
     values, sources = sourced_section(raw, where, "scheduler", KEYS)

@@ -13,11 +13,13 @@ import json
 
 import numpy as np
 
+from ..scheduler import MIXED, PREFILL_FIRST
 from ..serving.load import Policy, at_load, kv_sequences, LoadModel
 from ..views.fmt import fmt_count, fmt_seconds, plain
 from . import args as parse
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs default (vllm/config: SchedulerConfig); TensorRT-LLM max_batch_size
+STEPS = {MIXED: "decode + prefill chunks", PREFILL_FIRST: "prompt tokens in prefill steps of their own, first"}
 DEFINITIONS = {
     "ttft_s": "arrival to first token under the stated load: waiting for the step in progress and for the token "
               "budget, then the prompt's prefill chunks riding in mixed steps, plus the engine's per-request cost",
@@ -61,7 +63,7 @@ def policy_of(args, d, prompt: int, gen: int, default_budget) -> tuple[Policy, i
     if pool < 1:
         raise ValueError(f"--prompt, --gen: not one sequence of {prompt + gen} tokens fits beside the weights on "
                          f"{d.hardware.id!r}; fix: more --tp, a smaller model or shorter sequences")
-    return Policy(budget, max_seqs, pool), block
+    return Policy(budget, max_seqs, pool, d.engine.scheduler.step_policy), block
 
 
 def run_load(args, analysis, prompt: int, gen: int) -> int:
@@ -128,18 +130,23 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
     header = [f"model     {d.config.name} on {d.hardware.id} (tp {d.tp}, {d.replicas} replica(s)), engine {d.engine.name}",
               f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens, "
               + ("closed loop: C requests in flight, a new one as one ends" if closed else "open loop: Poisson arrivals"),
-              f"server    continuous batching: {policy.token_budget} tokens a step (decode + prefill chunks), at most "
+              f"server    continuous batching: {policy.token_budget} tokens a step ({STEPS[policy.step_policy]}), at most "
               f"{policy.max_batch} running, KV pool {policy.kv_sequences:g} sequences in {first['block_size']}-token "
               f"blocks ({d.engine.name}'s KV rule on {d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
               f"limits    saturates at {first['saturation_rate']:.4g} requests/s; a lone request's TTFT "
               f"{fmt_seconds(first['ttft_alone_s'])}"]
     footer = [f"TTFT: {DEFINITIONS['ttft_s']}.", f"TPOT: {DEFINITIONS['tpot_s']}; +chunks: its inflation over a "
               "decode-only step.", f"E2E: {DEFINITIONS['e2e_s']}."]
+    if policy.step_policy == PREFILL_FIRST:
+        footer.append(f"Prefill first ({d.engine.name}'s scheduler): prompts run in steps of their own, the decoders "
+                      "paused for them (their +chunks); a closed loop keeps one cohort, its prompts prefilled together.")
     return "\n".join(header + [""] + lines + [""] + footer)
 
 
 def explain_lines(t: dict) -> list[str]:
     ms = lambda s: fmt_seconds(s)  # noqa: E731
+    if t.get("step_policy") == PREFILL_FIRST:
+        return prefill_first_lines(t, ms)
     return [
         f"closed forms at {t['rate']:.4g} requests/s a replica (prompt P = {t['prompt']}, gen G = {t['gen']}, "
         f"budget Tb = {t['token_budget']}):",
@@ -155,4 +162,21 @@ def explain_lines(t: dict) -> list[str]:
         + f"own chunks {ms(t['own_prefill_s'])} + request {ms(t['request_overhead_s'])}",
         f"  saturation (budget)  λ_max = Tb / ((P + G − 1) τ_full) = {t['budget_saturation']:.4g} requests/s, every step "
         f"{t['full_decoders']:.0f} decode + {t['full_prefill']:.0f} prefill tokens",
+    ]
+
+
+def prefill_first_lines(t: dict, ms) -> list[str]:
+    """The prefill-first steady state's terms (roofline.serving.prefill_first's docstring)."""
+    return [
+        f"prefill first (SGLang's steps) at {t['rate']:.4g} requests/s a replica (prompt P = {t['prompt']}, gen "
+        f"G = {t['gen']}, chunk Tc = {t['token_budget']}):",
+        f"  steps with prompts   φ = {t['prefill_share']:.3f}, each {t['prefill_tokens_per_step']:.0f} prompt tokens "
+        f"({ms(t['prefill_step_s'])}); a prompt in k = ⌈P / Tc⌉ = {t['chunks']:.0f}",
+        f"  mean step            τ̄ = (1 − φ) τ_decode + φ τ_prefill = {ms(t['step_s'])}",
+        f"  TPOT                 a decode step of {t['decoders']:.1f} seen ({ms(t['decode_step_s'])}) + the prefill "
+        f"steps that pause it: {ms(t['tpot_s'])}",
+        f"  TTFT                 residual E[τ²]/2τ̄ {ms(t['residual_s'])} + budget wait {ms(t['budget_wait_s'])} + "
+        f"own prefill {ms(t['own_prefill_s'])} + request {ms(t['request_overhead_s'])}",
+        f"  saturation (flat out) λ_max = B / (B P / Tc · τ_p(Tc) + (G − 1) τ_d(B)) = {t['budget_saturation']:.4g} "
+        "requests/s",
     ]

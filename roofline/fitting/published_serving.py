@@ -137,7 +137,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        load = LoadModel(d, prompt, gen, Policy(budget, running, pool)).at_concurrency(
+        policy = Policy(budget, running, pool, engine.scheduler.step_policy)
+        load = LoadModel(d, prompt, gen, policy).at_concurrency(
             concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     for when in ("before", "after"):

@@ -10,9 +10,12 @@ overheads included; collectives and overheads go with the flattened ops).
   continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
               limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
               up to blocks of `block_size`, or the workload's longest sequence when contiguous);
-              optional chunked prefill caps the tokens of one iteration; an engine that batches `overlap_steps`
-              steps ahead (TensorRT-LLM's overlap scheduler: 1) admits into a step only the requests there when
-              the step that many before it started. Closed loop (`clients`): the first
+              optional chunked prefill caps the tokens of one iteration (mixed: the decoders' tokens and the
+              chunks share it, as vLLM and TensorRT-LLM run; or prefill first, as SGLang runs by default: a step
+              with prompts waiting carries prompt tokens alone, up to the chunk, and the decoders pause for it,
+              roofline.scheduler); an engine that batches `overlap_steps` steps ahead (TensorRT-LLM's overlap
+              scheduler: 1) admits into a step only the requests there when the step that many before it started.
+              Closed loop (`clients`): the first
               `clients` requests arrive together and each later one when a request completes (a serving
               benchmark's fixed concurrency; work.arrivals is then ignored).
 Left out: preemption and swapping, sampling time.
@@ -184,7 +187,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
                         request_overhead_s: float = 0.0, prompts_cached: bool = False,
-                        clients: int | None = None, overlap_steps: int = 0) -> Result:
+                        clients: int | None = None, overlap_steps: int = 0, mixed: bool = True) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -196,7 +199,9 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     sees the request. prompts_cached: a disaggregated decode worker's requests, whose prompt's KV and first token
     arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here).
     clients: a closed loop of that many requests in flight (the module docstring). overlap_steps: steps whose batch
-    the engine forms while earlier ones run (roofline.scheduler); an idle engine batches at once."""
+    the engine forms while earlier ones run (roofline.scheduler); an idle engine batches at once. mixed=False: prefill
+    first (SGLang's default, roofline.scheduler.PREFILL_FIRST): a step with prompt tokens to run carries them alone, up
+    to chunk_tokens, and the running decoders wait for the next step without prompts."""
     n = len(work.arrivals)
     if clients is not None:
         whole("clients", clients)
@@ -242,6 +247,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             in_use += cost_units
             running.append(waiting.popleft())
         decoders = [r for r in running if prefilled[r] == target[r]]
+        if not mixed and len(decoders) < len(running):  # prompts to run: a prefill step, the decoders paused
+            decoders = []
         if on_demand:  # each decoder's next token may need a fresh block; the newest give theirs up
             while True:
                 grow = {r: blocks(work.prompts[r] + generated[r]) * token_units + state_tokens - held[r]
@@ -258,7 +265,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
             for r, extra in grow.items():
                 held[r] += extra
                 in_use += extra
-        budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)
+        budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)  # (none when not mixed)
         chunks = []
         for r in running:
             if prefilled[r] < target[r] and budget > 0:

@@ -27,6 +27,8 @@ whichever binds first (found numerically). Closed loop: C requests in flight, a 
 requests stagger, so below saturation no residual and no budget wait (TTFT = own chunks + request cost); past the
 budget's saturation or the KV pool's sequences the rest queue and TTFT grows by (C − held) / λ (the closed loop's
 asymptotic bound). A run of N requests adds its first wave, C sent at t = 0 (roofline.serving.first_wave).
+Prefill first (SGLang's default, Policy.step_policy = PREFILL_FIRST): prompts run in prefill steps of their own and
+the decoders pause for them; its steady state, and its closed loop's one cohort, are roofline.serving.prefill_first's.
 Left out: preemption (the simulator has it), sampling, prefix caching, spread prompt and output lengths
 (the means are used), the spread of the decoders' contexts (priced at the mean, P + G / 2).
 """
@@ -39,7 +41,9 @@ import numpy as np
 
 from ..deployment import Deployment
 from ..memory import workspace
+from ..scheduler import MIXED, PREFILL_FIRST, STEP_POLICIES
 from ..sharding import whole
+from . import prefill_first
 from .first_wave import run_mean_ttft
 from .mixed_step import StepTable, prefill_attention_seconds
 
@@ -54,11 +58,14 @@ class Policy:
     token_budget: int = 8192  # vLLM's max_num_batched_tokens with chunked prefill; TensorRT-LLM max_num_tokens
     max_batch: int = 256  # vLLM max_num_seqs; TensorRT-LLM max_batch_size
     kv_sequences: float = math.inf  # sequences the KV pool holds at P + G tokens each
+    step_policy: str = MIXED  # or PREFILL_FIRST, SGLang's: prompts in steps of their own (roofline.scheduler)
 
     def __post_init__(self):
         whole("token_budget", self.token_budget, low=2, note=" tokens")
         whole("max_batch", self.max_batch)
-        if self.token_budget <= self.max_batch:
+        if self.step_policy not in STEP_POLICIES:
+            raise ValueError(f"step_policy: unknown policy {self.step_policy!r}; fix: one of {', '.join(STEP_POLICIES)}")
+        if self.token_budget <= self.max_batch and self.step_policy == MIXED:
             raise ValueError(f"token_budget: {self.token_budget} tokens cannot carry one decode batch of max_batch "
                              f"{self.max_batch} plus a prefill chunk; fix: a budget above {self.max_batch}")
         if not self.kv_sequences >= 1:
@@ -90,7 +97,9 @@ class LoadModel:
         for name, value in (("prompt", prompt), ("gen", gen)):
             whole(name, value, note=" tokens")
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy
-        self.table = StepTable(d, float(policy.token_budget))
+        self.prefill_first = policy.step_policy == PREFILL_FIRST  # (roofline.serving.prefill_first)
+        # the table's grid reaches the largest step: the budget, or a prefill-first decode step of max_batch
+        self.table = StepTable(d, float(max(policy.token_budget, policy.max_batch if self.prefill_first else 0)))
         self._prefill_attention: dict = {}
 
     def decoders_attention(self, n):
@@ -131,6 +140,8 @@ class LoadModel:
 
     def mean_step(self, rate, tau) -> np.ndarray:
         """The fixed point's map alone: the mean step when the mean step is `tau` (what `solve` bisects)."""
+        if self.prefill_first:
+            return prefill_first.steps(self, rate, tau)["step_s"]
         m = rate * (self.G - 1) * tau
         with np.errstate(divide="ignore", invalid="ignore"):
             busy = np.where(m > 1e-12, m / -np.expm1(-m), 1.0)
@@ -140,6 +151,8 @@ class LoadModel:
     def steps(self, rate, tau) -> dict:
         """The mean step the model predicts when the mean step is `tau` (the fixed point's map), and what a
         running request sees."""
+        if self.prefill_first:
+            return prefill_first.steps(self, rate, tau)
         G = self.G
         m = rate * (G - 1) * tau  # decoders a step, averaged over time (Little)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -182,7 +195,7 @@ class LoadModel:
         low = np.full(rate.shape, float(self.table.dense(1.0, 1.0) + self.decoders_attention(1.0)))
         # the largest τ̄ the budget and the batch cap allow at this rate
         per_request = self.P + self.G - 1
-        high = np.minimum(self.policy.token_budget / (rate * per_request),
+        high = np.minimum(self.policy.token_budget / (rate * (self.P if self.prefill_first else per_request)),
                           np.maximum(self.policy.max_batch - 1, 1e-9) / (rate * max(self.G - 1, 1e-9)))
         high = np.maximum(high, low)
         ok = self.mean_step(rate, high) <= high  # a root below the bound
@@ -200,8 +213,11 @@ class LoadModel:
         rate = check_rate(rate)
         tau, ok = self.solve(rate)
         s = self.steps(rate, tau)
-        service = s["own_prefill_s"]
-        wait = self.budget_wait(rate, s)
+        if self.prefill_first:
+            service, wait = prefill_first.own_prefill(self, rate, s), prefill_first.budget_wait(self, rate, s)
+            s.update(mixed_step_s=s["prefill_step_s"])
+        else:
+            service, wait = s["own_prefill_s"], self.budget_wait(rate, s)
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         scheduled_ahead = self.d.engine.scheduler.overlap_steps * tau  # steps batched before it arrived
         ttft = residual + wait + scheduled_ahead + service + self.d.engine.request_overhead_s
@@ -224,6 +240,8 @@ class LoadModel:
         rate_ = check_rate([rate])
         tau, _ = self.solve(rate_)
         s = self.steps(rate_, tau)
+        if self.prefill_first:
+            return prefill_first.terms(self, rate_, s)
         m = float(rate * (self.G - 1) * tau[0])
         decoders = self.policy.token_budget * (self.G - 1) / (self.P + self.G - 1)
         out = {name: float(np.ravel(value)[0]) for name, value in s.items() if name != "feasible"}
@@ -250,7 +268,10 @@ class LoadModel:
             return np.where(busy < 1, busy * later * s["full_step_s"], np.inf)
 
     def budget_saturation(self) -> float:
-        """The closed form: every step full, Tb tokens of which Tb (G − 1)/(P + G − 1) are decoders'."""
+        """The closed form: every step full, Tb tokens of which Tb (G − 1)/(P + G − 1) are decoders' (prefill first:
+        roofline.serving.prefill_first.budget_saturation)."""
+        if self.prefill_first:
+            return prefill_first.budget_saturation(self)
         P, G, budget = self.P, self.G, self.policy.token_budget
         decoders = budget * (G - 1) / (P + G - 1)
         prefill = budget - decoders
@@ -280,6 +301,8 @@ class LoadModel:
         `requests` (N a run, per C; None: the steady state alone): TTFT is the run's mean, its first wave of C
         requests sent together at t = 0 (roofline.serving.first_wave) beside N − C at the steady state's."""
         concurrency = check_concurrency(concurrency, low=0.0)  # a replica's share of C may be a fraction
+        if self.prefill_first:  # one cohort, every wave the first: `requests` adds nothing
+            return prefill_first.closed_loop(self, concurrency, requests is not None)
         top = self.saturation(kv_limit=False)
         rates = np.geomspace(top * 1e-6, top, CURVE_POINTS)
         curve = self.at_rate(rates, closed_loop=True, kv_limit=False)
