@@ -146,7 +146,7 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
                 continue
             per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s, the capacity formula
             row.update(capacity_batch=batch, tpot_at_capacity_s=tpot)
-            policy = policy_of(batch, fit, chunk, int(round(work.prompt_mean)))
+            policy = policy_of(batch, fit, chunk, int(round(work.prompt_mean)), c.d.engine.scheduler.step_policy)
             found = fewest_replicas(load_model(c.d, work, policy), work.rate, targets,
                                     math.ceil(work.rate / per_replica), fixed)
             replicas = found.pop("replicas")

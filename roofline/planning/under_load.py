@@ -17,17 +17,19 @@ import math
 import numpy as np
 
 from ..deployment import Deployment
+from ..scheduler import MIXED
 from ..serving.load import LoadModel, Policy
 
 SEARCHED = 4  # replica counts tried: up to SEARCHED x the capacity formula's count (+ 16)
 
 
-def policy_of(capacity_batch: int, kv_fit: int, chunk, prompt: int) -> Policy:
-    """The scheduler a replica runs: the chunk as the token budget ('all': the prompt and the batch in one step)."""
+def policy_of(capacity_batch: int, kv_fit: int, chunk, prompt: int, step_policy: str = MIXED) -> Policy:
+    """The scheduler a replica runs: the chunk as the token budget ('all': the prompt and the batch in one step),
+    its steps filled as the engine fills them (roofline.scheduler: SGLang prefill first, the others mixed)."""
     budget = int(chunk) if chunk is not None else prompt + capacity_batch + 1
     budget = max(budget, 2)
     return Policy(token_budget=budget, max_batch=max(1, min(int(capacity_batch), budget - 1)),
-                  kv_sequences=float(max(kv_fit, 1)))
+                  kv_sequences=float(max(kv_fit, 1)), step_policy=step_policy)
 
 
 def load_model(d: Deployment, work, policy: Policy) -> LoadModel:

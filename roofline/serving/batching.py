@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..deployment import Deployment
+from ..scheduler import MIXED
 from ..sharding import whole
 from .mixed_step import attention_seconds, dense_seconds
 
@@ -327,4 +328,5 @@ def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch:
     if policy == STATIC:
         return simulate_static(work, cost, max_batch, capacity, progress, state_units, token_units)
     return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress, state_units,
-                               token_units, overlap_steps=d.engine.scheduler.overlap_steps)
+                               token_units, overlap_steps=d.engine.scheduler.overlap_steps,
+                               mixed=d.engine.scheduler.step_policy == MIXED)
