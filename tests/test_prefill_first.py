@@ -10,7 +10,8 @@ from roofline.deployment import Deployment
 from roofline.engine import ENGINES_DIR, load_engine
 from roofline.model import DECODE
 from roofline.scheduler import MIXED, PREFILL_FIRST
-from roofline.serving.batching import StepCost, Workload, simulate_continuous
+from roofline.planning.under_load import policy_of
+from roofline.serving.batching import StepCost, Workload, simulate, simulate_continuous
 from roofline.serving.load import LoadModel, Policy
 from roofline.serving.mixed_step import mixed_step_seconds
 
@@ -113,6 +114,18 @@ def test_sglang_runs_prefill_first_and_the_other_profiles_stay_mixed():
     assert "enable-mixed-chunk" in load_engine("sglang").scheduler.sources["step_policy"]
     for name in ("vllm", "tensorrt-llm-1", "tensorrt-llm"):
         assert load_engine(name).scheduler.step_policy == MIXED
+
+
+def test_the_planner_and_its_simulation_run_sglangs_steps_prefill_first():
+    sglang = Deployment(MODEL, H100, engine=load_engine("sglang"))
+    assert policy_of(64, 500, CHUNK, 1024, sglang.engine.scheduler.step_policy).step_policy == PREFILL_FIRST
+    assert policy_of(64, 500, CHUNK, 1024).step_policy == MIXED
+    # simulate() on the sglang Deployment is the prefill-first simulator: a cohort's decoders pause for its prompts
+    work = Workload(np.zeros(8), np.full(8, 1024), np.full(8, 32))
+    engine_run = simulate(sglang, work, chunk_tokens=CHUNK)
+    for mixed, same in ((False, True), (True, False)):
+        direct = simulate_continuous(work, StepCost(sglang), 256, block_size=16, chunk_tokens=CHUNK, mixed=mixed)
+        assert np.allclose(engine_run.ttft_s, direct.ttft_s) == same
 
 
 @pytest.mark.parametrize("value", ["prefill-first", 1, True])
