@@ -45,6 +45,22 @@ def test_concurrency_rows_hold_their_concurrency_by_littles_law(capsys):
         assert row["rate"] * row["e2e_s"] == pytest.approx(c, rel=0.01)
 
 
+def test_requests_make_ttft_a_runs_mean_with_its_first_wave_and_replicas_share_the_run(capsys):
+    steady = run_json(capsys, "--concurrency", "8,32")
+    run = run_json(capsys, "--concurrency", "8,32", "--requests", "320")
+    for alone, row in zip(steady, run):
+        # the wave adds to TTFT alone: the steady state's TTFT is the run's less its first wave, TPOT untouched
+        assert row["ttft_s"] - row["ttft_first_wave_s"] == pytest.approx(alone["ttft_s"], rel=1e-9)
+        assert row["ttft_first_wave_s"] > 0 and row["tpot_s"] == alone["tpot_s"] and row["requests"] == 320
+    # a longer run dilutes its one first wave: C = 32 sends its wave once in 320 requests, once in 3200
+    longer = run_json(capsys, "--concurrency", "32", "--requests", "3200")[0]
+    assert longer["ttft_first_wave_s"] < run[1]["ttft_first_wave_s"]
+    # two replicas share the load and the run evenly: each is one replica's half
+    half = run_json(capsys, "--concurrency", "16", "--requests", "160")[0]
+    twice = run_json(capsys, "--concurrency", "32", "--requests", "320", "--replicas", "2")[0]
+    assert twice["ttft_s"] == pytest.approx(half["ttft_s"]) and twice["rate"] == pytest.approx(2 * half["rate"])
+
+
 def test_the_offline_batch_keeps_its_whole_batch_prefill_under_its_own_key(capsys):
     rows = run_json(capsys, "--batch", "4")
     assert rows[0]["prefill_batch_s"] == rows[0]["ttft_s"]
@@ -55,6 +71,8 @@ def test_the_offline_batch_keeps_its_whole_batch_prefill_under_its_own_key(capsy
     (["--rate", "nan"], "--rate"), (["--rate", "abc"], "--rate"), (["--concurrency", "0"], "--concurrency"),
     (["--rate", "1", "--token-budget", "200"], "--token-budget"), (["--rate", "1", "--block-size", "0"], "--block-size"),
     (["--rate", "1", "--block-size", "-16"], "--block-size"), (["--rate", "1", "--concurrency", "4"], "--rate"),
+    (["--rate", "1", "--requests", "40"], "--requests"), (["--concurrency", "8", "--requests", "4"], "--requests"),
+    (["--concurrency", "8", "--requests", "8.5"], "--requests"),
 ])
 def test_bad_load_input_exits_2_with_one_line_naming_the_flag(capsys, args, flag):
     assert main([*BASE, *args]) == 2

@@ -27,6 +27,8 @@ DEFINITIONS = {
               "prefill chunks)",
     "e2e_s": "TTFT + (gen - 1) x TPOT",
     "ttft_alone_s": "TTFT of a lone request on an idle server (its prompt's chunks, no queue)",
+    "ttft_first_wave_s": "with --requests: what the run's first wave (C requests sent together at t = 0) adds to its "
+                         "mean TTFT over the steady state's",
 }
 
 
@@ -35,6 +37,9 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
                         help="open-loop arrival rates, requests/s: the server under load (TTFT, TPOT, goodput)")
     parser.add_argument("--concurrency", metavar="C,C,...", default=None,
                         help="closed loop: C requests in flight, a new one as one ends (how serving benchmarks run)")
+    parser.add_argument("--requests", metavar="N", default=None,
+                        help="with --concurrency: the requests a benchmark run sends (e.g. 10 x C); TTFT is then the "
+                             "run's mean, its first wave (C requests sent together at t = 0) included")
     parser.add_argument("--token-budget", metavar="N", default=None,
                         help="tokens a step carries, decode + prefill chunks (vLLM max_num_batched_tokens, TensorRT-LLM "
                              "max_num_tokens; default: the --prefill-chunk value)")
@@ -74,7 +79,13 @@ def run_load(args, analysis, prompt: int, gen: int) -> int:
     rate = None if args.rate is None else np.array(parse.numbers(args.rate, "--rate", example="2,5,10"))
     concurrency = None if args.concurrency is None else np.array(
         parse.numbers(args.concurrency, "--concurrency", low=1, inclusive=True, example="8,32,64"))
-    out = at_load(d, prompt, gen, rate, concurrency, policy)
+    if args.requests is not None and concurrency is None:
+        raise ValueError("--requests: a run's request count belongs to a closed loop; fix: give --concurrency too")
+    requests = None if args.requests is None else parse.number(args.requests, "--requests", whole=True, example="320")
+    if requests is not None and requests < concurrency.max():
+        raise ValueError(f"--requests: a run sends at least its concurrency's requests (its first wave), got {requests} "
+                         f"for --concurrency {concurrency.max():g}; fix: e.g. {10 * int(concurrency.max())} (10 x C)")
+    out = at_load(d, prompt, gen, rate, concurrency, policy, requests)
     rows = records(analysis, out, policy, block, prompt, gen)
     if args.json:
         print(json.dumps(rows, indent=2, allow_nan=False))
@@ -99,6 +110,8 @@ def records(analysis, out: dict, policy: Policy, block: int, prompt: int, gen: i
                "gen_len": gen, "load": "closed" if "concurrency" in out else "open",
                "concurrency": float(out["concurrency"][i]) if "concurrency" in out else None,
                "queued": float(out["queued"][i]) if "queued" in out else 0.0,
+               "requests": float(out["requests"][i]) if "requests" in out else None,
+               "ttft_first_wave_s": _wave(out, i) if "ttft_first_wave_s" in out else None,
                **{k: plain(float(out[k][i])) for k in keys}, "saturated": bool(out["saturated"][i]),
                "saturation_rate": out["saturation_rate"], "ttft_alone_s": out["ttft_alone_s"],
                "token_budget": policy.token_budget, "max_num_seqs": policy.max_batch, "block_size": block,
@@ -106,6 +119,13 @@ def records(analysis, out: dict, policy: Policy, block: int, prompt: int, gen: i
         row["note"] = saturated_line(out["saturation_rate"]) if row["saturated"] else None
         rows.append(row)
     return rows
+
+
+def _wave(out: dict, i: int):
+    """The first wave's share of row i's TTFT; below 1e-4 of the TTFT it is the wave's stepping error, not a wave
+    (a closed loop of one sends its wave alone: the run's mean is the steady state's)."""
+    wave, ttft = float(out["ttft_first_wave_s"][i]), float(out["ttft_s"][i])
+    return plain(0.0 if abs(wave) < 1e-4 * abs(ttft) else wave)
 
 
 COLUMNS = (("rate/s", "rate", lambda v: f"{v:.4g}"), ("in flight", "in_flight", lambda v: f"{v:.1f}"),
@@ -118,6 +138,9 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
     d, first = analysis.deployment, rows[0]
     closed = first["load"] == "closed"
     columns = ((("concurrency", "concurrency", lambda v: f"{v:g}"),) if closed else ()) + COLUMNS
+    if first.get("ttft_first_wave_s") is not None:  # the run's mean TTFT: say what its first wave adds
+        signed = lambda v: ("-" if v < 0 else "+") + fmt_seconds(abs(v))  # noqa: E731 (past the pool it can shorten)
+        columns = columns[:4] + (("first wave", "ttft_first_wave_s", signed),) + columns[4:]
     cells = [[h for h, _, _ in columns]]
     for row in rows:
         if row["saturated"]:
@@ -129,13 +152,15 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
              else "  ".join([line[0].rjust(widths[0]), line[1]]) for line in cells]
     header = [f"model     {d.config.name} on {d.hardware.id} (tp {d.tp}, {d.replicas} replica(s)), engine {d.engine.name}",
               f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens, "
-              + ("closed loop: C requests in flight, a new one as one ends" if closed else "open loop: Poisson arrivals"),
+              + ("closed loop: C requests in flight, a new one as one ends" if closed else "open loop: Poisson arrivals")
+              + (f"; {first['requests']:g} requests a run, TTFT their mean" if first.get("requests") else ""),
               f"server    continuous batching: {policy.token_budget} tokens a step ({STEPS[policy.step_policy]}), at most "
               f"{policy.max_batch} running, KV pool {policy.kv_sequences:g} sequences in {first['block_size']}-token "
               f"blocks ({d.engine.name}'s KV rule on {d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
               f"limits    saturates at {first['saturation_rate']:.4g} requests/s; a lone request's TTFT "
               f"{fmt_seconds(first['ttft_alone_s'])}"]
-    footer = [f"TTFT: {DEFINITIONS['ttft_s']}.", f"TPOT: {DEFINITIONS['tpot_s']}; +chunks: its inflation over a "
+    wave = [f"first wave: {DEFINITIONS['ttft_first_wave_s']}."] if first.get("ttft_first_wave_s") is not None else []
+    footer = [f"TTFT: {DEFINITIONS['ttft_s']}.", *wave, f"TPOT: {DEFINITIONS['tpot_s']}; +chunks: its inflation over a "
               "decode-only step.", f"E2E: {DEFINITIONS['e2e_s']}."]
     if policy.step_policy == PREFILL_FIRST:
         footer.append(f"Prefill first ({d.engine.name}'s scheduler): prompts run in steps of their own, the decoders "

@@ -351,18 +351,29 @@ def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = 
     return math.floor(room / per_sequence) * d.ep if room > 0 and per_sequence > 0 else 0.0
 
 
-def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, policy: Policy = Policy()) -> dict:
+def at_load(d: Deployment, prompt: int, gen: int, rate=None, concurrency=None, policy: Policy = Policy(),
+            requests=None) -> dict:
     """The steady state of a deployment (its replicas share the load evenly) at open-loop rates or closed-loop
-    concurrencies, with its saturating rate and a lone request's TTFT beside it (`ttft_alone_s`)."""
+    concurrencies, with its saturating rate and a lone request's TTFT beside it (`ttft_alone_s`). `requests` (closed
+    loop: N a run, the replicas' together): TTFT is the run's mean, its first wave included (LoadModel.at_concurrency)."""
     if (rate is None) == (concurrency is None):
         raise ValueError("rate, concurrency: give one (open loop: requests/s; closed loop: requests in flight)")
+    if requests is not None and concurrency is None:
+        raise ValueError("requests: a run's request count belongs to a closed loop; give concurrency too")
     model = LoadModel(d, prompt, gen, policy)
     replicas = d.replicas
     if rate is not None:
         out = model.at_rate(check_rate(rate) / replicas)
         out["rate"] = out["rate"] * replicas
     else:
-        out = model.at_concurrency(check_concurrency(concurrency) / replicas)
+        concurrency = check_concurrency(concurrency)
+        run = None if requests is None else np.broadcast_to(check_concurrency(requests), concurrency.shape) / replicas
+        if run is not None and (run * replicas < concurrency).any():
+            raise ValueError(f"requests: a run sends at least its concurrency's requests (the first wave), got "
+                             f"{np.min(run * replicas):g} for a concurrency of {np.max(concurrency):g}; fix: e.g. 10 x C")
+        out = model.at_concurrency(concurrency / replicas, run)
+        if run is not None:
+            out["requests"] = run * replicas
         out["rate"], out["concurrency"] = out["rate"] * replicas, out["concurrency"] * replicas
         out["in_flight"], out["queued"] = out["in_flight"] * replicas, out["queued"] * replicas
     for name in ("goodput_tokens_per_s", "goodput_requests_per_s"):
