@@ -271,7 +271,8 @@ def main() -> None:
         results.append(r)
     ratios = [float(r["ratio"]) for r in results if r["ratio"] not in ("-",)]
     summary = (f"{len(qs)} questions; AIConfigurator {version} answered {len(aic)} in {aic_seconds:.0f} s (one `cli exp` run), "
-               f"roofline {sum(r['ours_tps'] != '-' for r in results)} in {ours_seconds:.0f} s ({BISECTIONS} plans each); "
+               f"roofline ({args.engine}) {sum(r['ours_tps'] != '-' for r in results)} in {ours_seconds:.0f} s "
+               f"({BISECTIONS} plans each); "
                f"tokens/s per GPU, roofline / AIC: median {np.median(ratios):.2f}, range {min(ratios):.2f}-"
                f"{max(ratios):.2f}" if ratios else "no ratios")
     text = f"# roofline plan against AIConfigurator\n\n{__doc__.split(chr(10), 1)[1]}\n{summary}\n\n{table(results)}\n"
