@@ -1,9 +1,9 @@
 """Speed of `roofline.plan`: the default grid against issue 26's 2 s, and a wide search, no simulation.
 
 The one-pool grid is what `roofline plan --fast --no-disaggregated` searches: 3 priced devices x tp 1,2,4,8 x 4
-weight formats under plan's default engine (tensorrt-llm-1), 48 candidates of Llama-3.1-70B at 3 requests/s, each priced under load (its
-replicas searched through roofline.serving.load) with the ideal bound beside it; the default grid, with
-disaggregation on 8 GPUs (`plan --fast --max-gpus 8`: disaggregation is on by default) also prices every
+weight formats under plan's default engine (tensorrt-llm-1), 48 candidates of Llama-3.1-70B at 3 requests/s,
+each priced under load (its replicas searched through roofline.serving.load) with the ideal bound beside it; the default grid,
+with disaggregation on 8 GPUs (`plan --fast --max-gpus 8`: disaggregation is on by default) also prices every
 pair of those layouts as a prefill and a decode
 pool (roofline.planning.pools), 214 candidates, against the same 2 s. The wide space: 3 devices x tp
 1,2,4,8 x pp 1,2 x 4 weight formats x 2 KV formats x 2 engines x 2 batch caps = 768 candidates. Its capacity
