@@ -12,9 +12,9 @@ difference splits into named terms:
   TPOT     the decode step at AIConfigurator's layout and concurrency, roofline's against AIConfigurator's
            (engine profile fitted to published rows against profiled kernels);
   TTFT     the same for the first token (queueing, prefill, KV transfer);
-  GQA re-reads  the share of the TPOT gap from the profile's gqa_rereads (fitted to TensorRT-LLM <= 0.7's
-           masked MHA, each query head re-reading its group's K/V; today's XQA kernel reads it once): the
-           TPOT again with gqa_rereads = 0.
+  GQA re-reads  the share of the TPOT gap from the profile's gqa_rereads (0.41 in the 0.x profile tensorrt-llm,
+           fitted to TensorRT-LLM <= 0.7's masked MHA, each query head re-reading its group's K/V; 0 in
+           tensorrt-llm-1, plan's default, as today's XQA kernel reads it once): the TPOT again with gqa_rereads = 0.
 The layout term also holds the load's shape: roofline serves Poisson arrivals at a rate (open loop, queueing
 bursts), AIConfigurator a fixed concurrency (closed loop).
 Not a dependency: AIConfigurator lives in its own venv (python3 -m venv /work/aic-venv; pip install
