@@ -1,9 +1,9 @@
 """Speed of `roofline.plan`: the default grid against issue 26's 2 s, and a wide search, no simulation.
 
 The one-pool grid is what `roofline plan --fast --no-disaggregated` searches: 3 priced devices x tp 1,2,4,8 x 4
-weight formats under tensorrt-llm, 48 candidates of Llama-3.1-70B at 3 requests/s, each priced under load (its
-replicas searched through roofline.serving.load) with the ideal bound beside it; the default grid, with
-disaggregation on 8 GPUs (`plan --fast --max-gpus 8`: disaggregation is on by default) also prices every
+weight formats under plan's default engine (tensorrt-llm-1), 48 candidates of Llama-3.1-70B at 3 requests/s,
+each priced under load (its replicas searched through roofline.serving.load) with the ideal bound beside it; the default grid,
+with disaggregation on 8 GPUs (`plan --fast --max-gpus 8`: disaggregation is on by default) also prices every
 pair of those layouts as a prefill and a decode
 pool (roofline.planning.pools), 214 candidates, against the same 2 s. The wide space: 3 devices x tp
 1,2,4,8 x pp 1,2 x 4 weight formats x 2 KV formats x 2 engines x 2 batch caps = 768 candidates. Its capacity
@@ -30,11 +30,11 @@ from roofline.evaluate import evaluate
 from roofline.memory import memory
 from roofline.hardware import load_hardware
 from roofline.model import DECODE, decode_context
-from roofline.planning.plan import Targets, Workload, plan
+from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, plan
 
 SPACE = dict(hardware=("h100-sxm", "h200", "a100-80gb"), tp=(1, 2, 4, 8), pp=(1, 2),
              weights=("bf16", "fp8", "int8", "int4"), kv=("bf16", "fp8"),
-             engines=("tensorrt-llm", "gpt-fast"), max_batch=(None, 128), prefill_chunk=(8192,))
+             engines=(DEFAULT_ENGINE, "gpt-fast"), max_batch=(None, 128), prefill_chunk=(8192,))
 WORK, TARGETS = Workload(rate=10, prompt=1024, gen=256), Targets(ttft_s=0.5, tpot_s=0.05)
 DEFAULT_WORK, DEFAULT_TARGETS = Workload(rate=3, prompt=2000, gen=500), Targets(ttft_s=1.0, tpot_s=0.04)
 

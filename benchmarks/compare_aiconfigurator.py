@@ -12,9 +12,9 @@ difference splits into named terms:
   TPOT     the decode step at AIConfigurator's layout and concurrency, roofline's against AIConfigurator's
            (engine profile fitted to published rows against profiled kernels);
   TTFT     the same for the first token (queueing, prefill, KV transfer);
-  GQA re-reads  the share of the TPOT gap from the profile's gqa_rereads (fitted to TensorRT-LLM <= 0.7's
-           masked MHA, each query head re-reading its group's K/V; today's XQA kernel reads it once): the
-           TPOT again with gqa_rereads = 0.
+  GQA re-reads  the share of the TPOT gap from the profile's gqa_rereads (0.41 in the 0.x profile tensorrt-llm,
+           fitted to TensorRT-LLM <= 0.7's masked MHA, each query head re-reading its group's K/V; 0 in
+           tensorrt-llm-1, plan's default, as today's XQA kernel reads it once): the TPOT again with gqa_rereads = 0.
 The layout term also holds the load's shape: roofline serves Poisson arrivals at a rate (open loop, queueing
 bursts), AIConfigurator a fixed concurrency (closed loop).
 Not a dependency: AIConfigurator lives in its own venv (python3 -m venv /work/aic-venv; pip install
@@ -271,7 +271,8 @@ def main() -> None:
         results.append(r)
     ratios = [float(r["ratio"]) for r in results if r["ratio"] not in ("-",)]
     summary = (f"{len(qs)} questions; AIConfigurator {version} answered {len(aic)} in {aic_seconds:.0f} s (one `cli exp` run), "
-               f"roofline {sum(r['ours_tps'] != '-' for r in results)} in {ours_seconds:.0f} s ({BISECTIONS} plans each); "
+               f"roofline ({args.engine}) {sum(r['ours_tps'] != '-' for r in results)} in {ours_seconds:.0f} s "
+               f"({BISECTIONS} plans each); "
                f"tokens/s per GPU, roofline / AIC: median {np.median(ratios):.2f}, range {min(ratios):.2f}-"
                f"{max(ratios):.2f}" if ratios else "no ratios")
     text = f"# roofline plan against AIConfigurator\n\n{__doc__.split(chr(10), 1)[1]}\n{summary}\n\n{table(results)}\n"

@@ -64,7 +64,8 @@ def test_plan_cli_shows_sizes_and_emits_both_pools_of_a_disaggregated_winner(cap
 
     from roofline.cli import main
     flags = ["plan", "--model", "llama-3.1-70b", "--rate", "1", "--prompt", "16000", "--gen", "300", "--ttft", "3",
-             "--tpot", "0.03", "--hardware", "h100-sxm", "--tp", "8", "--weights", "bf16", "--disaggregated", "--fast"]
+             "--tpot", "0.03", "--hardware", "h100-sxm", "--tp", "8", "--weights", "bf16", "--disaggregated", "--fast",
+             "--engine", "tensorrt-llm"]  # test_plan_hand's disaggregated winner, sized under the 0.x profile
     assert main(flags + ["--explain", "--emit", "trtllm"]) == 0
     out = capsys.readouterr().out
     assert "Cheapest: 16 x h100-sxm disaggregated prefill 1 x tp=8 + decode 1 x tp=8" in out

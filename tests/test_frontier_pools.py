@@ -32,8 +32,10 @@ def test_a_cached_prompt_is_refused_with_blocks_taken_on_demand():
 
 @pytest.fixture(scope="module")
 def pools_row():
+    # test_plan_hand's disaggregated question, sized by hand under the 0.x profile, named here: under the default
+    # (tensorrt-llm-1, 0.57 s handoff and 147 ms a request) neither the pair nor one pool meets the p90 targets
     frame = plan("llama-3.1-70b", WORK, TARGETS, hardware=("h100-sxm",), tp=(8,), weights=("bf16",),
-                 disaggregated=True, requests=300)
+                 engines=("tensorrt-llm",), disaggregated=True, requests=300)
     return frame[frame["mode"] == "disaggregated"].iloc[0]
 
 

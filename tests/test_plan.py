@@ -7,7 +7,7 @@ import pytest
 from roofline.cli import main
 from roofline.deployment import Deployment
 from roofline.model import DECODE, decode_context
-from roofline.planning.plan import Targets, Workload, load_prices, plan
+from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, load_prices, plan
 from roofline.serving.load import LoadModel, Policy
 
 WORK = Workload(rate=20, prompt=2048, gen=512)
@@ -31,7 +31,7 @@ def under_load(row, replicas, work=WORK):
 def test_every_kept_deployment_meets_the_targets_under_load_with_the_fewest_replicas():
     frame = plan("llama-2-70b", WORK, TARGETS, tp=(1, 2, 4), weights=("bf16", "int4"), disaggregated=False)
     kept = frame[frame["feasible"]]
-    assert len(kept) >= 3 and (kept["engine"] == "tensorrt-llm").all()
+    assert len(kept) >= 3 and (kept["engine"] == DEFAULT_ENGINE).all()
     for _, row in kept.iterrows():
         assert row["ttft_s"] <= TARGETS.ttft_s and row["tpot_s"] <= TARGETS.tpot_s
         # the capacity batch is the largest meeting TPOT at the mean context, alone in its step

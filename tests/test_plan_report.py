@@ -11,14 +11,17 @@ def test_the_report_plan_section_is_the_librarys_plan(tmp_path):
     assert main(argv) == 0
     text = (tmp_path / "report.md").read_text()
     assert "## 8. Plan: what serves 3 requests/s" in text
-    # issue 26: priced by tensorrt-llm under load (tests/test_plan_hand.py works it); it was "2 x h200 tp=2 ...
-    # ideal at batch 191", the ideal bound's capacity batch, which no engine reaches
-    assert "Cheapest: 8 x h100-sxm tp=8 bf16/bf16 tensorrt-llm, 40 requests in flight a replica" in text
+    # issue 26: priced by the default engine (tensorrt-llm-1) under load; it was "2 x h200 tp=2 ... ideal at batch
+    # 191", the ideal bound's capacity batch, which no engine reaches, then "8 x h100-sxm tp=8 ... tensorrt-llm, 40
+    # requests" under the 0.x profile (tests/test_plan_hand.py works that one). One replica of 4 H200s at $4.00 an
+    # hour: 4 x 4.00 / (3 x 500 x 3600) x 1e6 = $2.96 a million; in flight 3/s x (461 ms + 499 x 33.0 ms) = 51
+    assert "Cheapest: 4 x h200 tp=4 bf16/bf16 tensorrt-llm-1, 51 requests in flight a replica" in text
+    assert "$2.96 per million output tokens" in text
     assert "largest batch within TPOT B = floor(" in text and "TP break-even" in text
     frame = plan("llama-3.1-70b", Workload(3, 2000, 500), Targets(1.0, 0.04), ("h100-sxm", "h200"), (1, 2, 4, 8),
                  ("bf16",), kv=("bf16",))
     data = json.loads((tmp_path / "results.json").read_text())["plan"]
-    assert data["verdict"].startswith("Cheapest: 8 x h100-sxm")
+    assert data["verdict"].startswith("Cheapest: 4 x h200")
     kept = [row for row in data["candidates"] if row["feasible"]]
     assert [r["usd_per_million_tokens"] for r in kept] == list(frame.loc[frame["feasible"], "usd_per_million_tokens"])
 

@@ -24,7 +24,7 @@ Disaggregated (launch_pools): each pool's workers are launched as above with the
   SGLang        https://docs.sglang.io/advanced_features/pd_disaggregation.html (--disaggregation-mode
                 prefill|decode, --disaggregation-transfer-backend nixl; the router's --pd-disaggregation)
 Memory fraction: 0.9, each engine's documented default and the share the plan's KV rule assumed
-(data/engines/tensorrt-llm.yaml, memory.fraction). Left out: flags not checked (SGLang's pipeline and
+(data/engines/tensorrt-llm-1.yaml, memory.fraction). Left out: flags not checked (SGLang's pipeline and
 expert parallelism, vLLM's expert parallelism: refused rather than guessed), and int4/int8 weights, whose
 quantization flag follows the checkpoint (AWQ, GPTQ, ...): a comment says so.
 """

@@ -47,6 +47,7 @@ def simulate_row(row, work, percentile: float, requests: int, seed: int, progres
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
     try:
         result = simulate_continuous(reqs, StepCost(d), int(row["capacity_batch"]), capacity, BLOCK, chunk, progress,
+                                     request_overhead_s=d.engine.request_overhead_s,
                                      overlap_steps=d.engine.scheduler.overlap_steps)
     except ValueError as err:  # a sampled request longer than the KV budget
         return {"sim_error": str(err)}

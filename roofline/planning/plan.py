@@ -4,7 +4,7 @@ Every candidate (hardware x tp x pp x ep x weight format x KV format x engine x 
 is priced by the one step pricer (a Deployment) in roofline.planning.search: memory, TTFT at batch 1, the
 largest batch meeting TPOT at the mean context (the capacity batch), then TTFT and TPOT under load at the
 fewest replicas that meet the targets (roofline.planning.under_load), $ per million output tokens from a
-sourced price sheet (roofline.planning.prices). The engines are fitted profiles (tensorrt-llm by default);
+sourced price sheet (roofline.planning.prices). The engines are fitted profiles (tensorrt-llm-1 by default);
 the ideal engine is the bound priced beside every row (ideal_* columns), never a candidate. Ranked by the
 objective: cost (then the tokens/s per GPU a deployment could serve), GPUs, or that throughput per GPU.
 With a percentile target the frontier (the cheapest few per hardware) is also served request by request in
@@ -40,7 +40,13 @@ def candidates_as_data(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.drop(columns=[c for c in DEPLOYMENT_COLUMNS if c in frame])
 
 
-DEFAULT_ENGINE = "tensorrt-llm"  # a fitted profile: what a deployment achieves; `ideal` is the bound beside it
+# The default engine: a fitted profile (what a deployment achieves; `ideal` is the bound beside every row). TensorRT-LLM
+# 1.x (`tensorrt-llm-1`), fitted to 690 aggregated serving rows of TensorRT-LLM 1.0-1.3 on H100/H200 under the load
+# model (serving-hopper.csv; in sample TTFT 33.9% / 102%, TPOT 13.0% / 35.5% median / p90). The 0.x profile
+# (`tensorrt-llm`, 11 A100 rows of 0.5-0.7 from 2023, masked MHA re-reading GQA caches) misses the same rows by
+# TTFT 66.5% / 87.0%, TPOT 28.4% / 66.8%, and AIConfigurator's tokens/s per GPU by a median 0.59x against 0.82x
+# (benchmarks/results/aiconfigurator.md). README "roofline plan" has the commands; the 0.x profile stays by name.
+DEFAULT_ENGINE = "tensorrt-llm-1"
 # what each objective ranks by, in order: (column, ascending)
 OBJECTIVES = {"cost": (("usd_per_million_tokens", True), ("capacity_tokens_per_s_per_gpu", False)),
               "gpus": (("gpus", True), ("usd_per_million_tokens", True)),
