@@ -1,5 +1,6 @@
 """`plan`'s search axes, closed forms, length distributions, percentile frontier and one-sentence verdicts."""
 import json
+import math
 import re
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 from roofline.cli import main
 from roofline.models.config import load_model
 from roofline.deployment import Deployment
+from roofline.engine import load_engine
 from roofline.hardware import load_hardware
 from roofline.planning.plan import Targets, Workload, plan, verdict
 from roofline.planning import forms
@@ -42,6 +44,18 @@ def test_the_napkin_form_would_catch_kv_sized_with_query_heads():
     wrong = (given["beta"] * (given["tau"] - given["t_f"]) - given["W"]) / (per_token * 8 * given["S"] + given["a"]
                                                                            + given["beta"] * given["c"])
     assert int(wrong) < form.value / 4  # query heads (64, not 8) would shrink the batch eightfold
+
+
+def test_the_napkin_form_reads_the_cache_at_the_engines_attention_bandwidth():
+    """An engine streams weights and the KV cache at different efficiencies: the form holds both rates, so its
+    other per-sequence bytes `a` stay bytes (>= 0) and its numbers give the batch it states."""
+    d = Deployment(load_model("llama-3.1-70b"), load_hardware("h200"), tp=4, engine=load_engine("tensorrt-llm-1"))
+    form = forms.largest_batch(d, 2000, 500, 0.02)
+    assert form.expression == forms.NAPKIN
+    g = form.given
+    assert g["beta_a"] != g["beta"] and g["a"] >= 0
+    per_sequence = g["kv(S)"] * g["beta"] / g["beta_a"] + g["a"] + g["beta"] * g["c"]
+    assert math.floor((g["beta"] * (g["tau"] - g["t_f"]) - g["W"]) / per_sequence) == form.value
 
 
 def test_pipeline_expert_and_kv_axes_are_candidates_with_their_own_memory():
@@ -136,7 +150,7 @@ def test_plan_from_the_command_line_explains_and_exits_1_when_nothing_is_feasibl
     sharp, rounded = re.search(r"B = floor\(.*?\) = (\d+).*?the search's (\d+) prices "
                                r"tensorrt-llm-1's rounded roofline corner \(p = 1.54\)", out, re.S).groups()
     assert int(rounded) < int(sharp)
-    assert "B = floor((-W + beta*(-t_f + tau))/(a + beta*c + kv(S)))" in out and "TP break-even" in out
+    assert "B = floor((-W + beta*(-t_f + tau))/(a + beta*c + beta*kv(S)/beta_a))" in out and "TP break-even" in out
     assert main(["plan", "--model", "llama-3-8b", "--tpot", "0.0001", "--json"]) == 1
     rows = json.loads(capsys.readouterr().out)
     assert all(r["rejected"].startswith("TPOT") for r in rows)

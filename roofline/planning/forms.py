@@ -28,10 +28,12 @@ from ..serving.tensor_parallel import tp_crossovers
 from ..step_lines import StepLines
 from ..symbols import B, S, b_kv
 
-tau, t_0, t_1, t_f, W, a, beta, c = sp.symbols("tau t_0 t_1 t_f W a beta c", positive=True)
+tau, t_0, t_1, t_f, W, a, beta, beta_a, c = sp.symbols("tau t_0 t_1 t_f W a beta beta_a c", positive=True)
 kv_S = sp.Function("kv")(S)
 PIECE = sp.Eq(B, sp.floor((tau - t_0) / t_1))
-NAPKIN = sp.Eq(B, sp.floor((beta * (tau - t_f) - W) / (kv_S + a + beta * c)))
+# beta streams the weights, beta_a the KV cache (an engine's attention reads at its own efficiency): kv(S) costs
+# kv(S) / beta_a seconds a sequence, i.e. kv(S) beta / beta_a bytes at the weights' rate; a is the rest a sequence reads
+NAPKIN = sp.Eq(B, sp.floor((beta * (tau - t_f) - W) / (kv_S * beta / beta_a + a + beta * c)))
 
 
 def largest_batch(d: Deployment, prompt: float, gen: float, tpot_s: float) -> Crossover:
@@ -60,10 +62,12 @@ def largest_batch(d: Deployment, prompt: float, gen: float, tpot_s: float) -> Cr
 def _napkin(d: Deployment, context: float, tpot_s: float, lines: StepLines, value: int) -> Crossover:
     """The memory-bound piece in the napkin's letters, kv(S) the model's own expression."""
     bandwidth = d.roofs.bandwidth
+    attention = d.roofs.attention_bandwidth or bandwidth
     kv_expr = d.compiled.kv_cache_expr.xreplace({B: 1})
     kv_bytes = float(kv_expr.xreplace({S: context, b_kv: d.precision.kv_bytes}))
-    given = {"tau": tpot_s, "beta": bandwidth, "t_f": lines.rest[0], "W": lines.memory[:, 0].sum() * bandwidth,
-             "kv(S)": kv_bytes, "a": lines.memory[:, 1].sum() * bandwidth - kv_bytes, "c": lines.rest[1], "S": context}
+    given = {"tau": tpot_s, "beta": bandwidth, "beta_a": attention, "t_f": lines.rest[0],
+             "W": lines.memory[:, 0].sum() * bandwidth, "kv(S)": kv_bytes,
+             "a": lines.memory[:, 1].sum() * bandwidth - kv_bytes * bandwidth / attention, "c": lines.rest[1], "S": context}
     return Crossover("largest_batch_within_tpot", NAPKIN, value, given,
                      f"memory-bound: kv(S) = {sp.sstr(kv_expr)} bytes")
 
