@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from roofline import Precision, load_hardware, load_model
 from roofline.serving.batching import StepCost, Workload, poisson_workload, simulate, simulate_continuous, simulate_static
 from roofline.deployment import Deployment
+from roofline.engine import load_engine
 from roofline.evaluate import evaluate
 
 MODEL, H100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
@@ -122,3 +123,12 @@ def test_every_request_finishes_after_its_first_token_and_each_iteration_serves_
 def test_bad_simulation_input_is_a_clear_error(call, field):
     with pytest.raises(ValueError, match=field):
         call()
+
+
+def test_simulate_pays_the_engines_request_cost_once_a_request():
+    engine = load_engine("tensorrt-llm-1")
+    work = Workload(np.array([0.0, 100.0]), np.array([512, 512]), np.array([8, 8]))  # two lone requests
+    paid = simulate(Deployment(MODEL, H100, engine=engine), work)
+    free = simulate(Deployment(MODEL, H100, engine=dataclasses.replace(engine, request_overhead_s=0.0)), work)
+    assert paid.ttft_s - free.ttft_s == pytest.approx([engine.request_overhead_s] * 2, rel=1e-9)
+    assert np.allclose(paid.tpot_s, free.tpot_s)

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from ..deployment import Deployment
-from ..serving.batching import StepCost, Workload as Requests, poisson_arrivals, simulate_continuous
+from ..serving.batching import StepCost, Workload as Requests, engine_terms, poisson_arrivals, simulate_continuous
 
 BLOCK = 16  # KV tokens per page, vLLM's default
 
@@ -47,8 +47,7 @@ def simulate_row(row, work, percentile: float, requests: int, seed: int, progres
     reqs = requests_for(work, work.rate / row["replicas"], requests, seed)
     try:
         result = simulate_continuous(reqs, StepCost(d), int(row["capacity_batch"]), capacity, BLOCK, chunk, progress,
-                                     request_overhead_s=d.engine.request_overhead_s,
-                                     overlap_steps=d.engine.scheduler.overlap_steps)
+                                     **engine_terms(d))
     except ValueError as err:  # a sampled request longer than the KV budget
         return {"sim_error": str(err)}
     return {"sim_error": "", **{key: _percentile(values, percentile) for key, values in

@@ -303,9 +303,19 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     return result
 
 
+def engine_terms(d: Deployment) -> dict:
+    """What the engine's profile tells simulate_continuous: its per-request cost, the steps its scheduler batches
+    ahead, and whether its steps mix prompts with decode tokens (roofline.scheduler). Every caller that simulates a
+    Deployment's engine takes them from here."""
+    scheduler = d.engine.scheduler
+    return {"request_overhead_s": d.engine.request_overhead_s, "overlap_steps": scheduler.overlap_steps,
+            "mixed": scheduler.step_policy == MIXED}
+
+
 def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch: int = 256,
              block_size: int | None = 16, chunk_tokens: int | None = None, progress=None) -> Result:
-    """Serve `work` on one replica of the Deployment; KV memory is what the weights leave free.
+    """Serve `work` on one replica of the Deployment; KV memory is what the weights leave free; the engine's
+    request cost, scheduler lookahead and step policy as its profile states them (engine_terms).
 
     progress(done, total), if given, is called as requests complete (the CLI draws a bar from it).
     """
@@ -328,5 +338,4 @@ def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch:
     if policy == STATIC:
         return simulate_static(work, cost, max_batch, capacity, progress, state_units, token_units)
     return simulate_continuous(work, cost, max_batch, capacity, block_size, chunk_tokens, progress, state_units,
-                               token_units, overlap_steps=d.engine.scheduler.overlap_steps,
-                               mixed=d.engine.scheduler.step_policy == MIXED)
+                               token_units, **engine_terms(d))
