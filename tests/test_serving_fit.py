@@ -125,6 +125,21 @@ def test_accuracy_serving_reports_each_backend_held_out(serving_csv, capsys):
     assert report["leave_one_device_out"]["tpot"]["n"] == 4  # H100 predicted from H200 and back
 
 
+def test_held_out_folds_fitted_in_worker_processes_score_as_one_after_another(serving_csv, capsys):
+    reports = []
+    for jobs in ("1", "2"):
+        assert main(["accuracy", "--serving", str(serving_csv), "--json", "--jobs", jobs]) == 0
+        reports.append(json.loads(capsys.readouterr().out)["backends"]["vllm"])
+    assert reports[0] == reports[1] and reports[1]["leave_one_device_out"]["tpot"]["n"] == 4
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1", "1.5", "two"])
+def test_a_bad_jobs_count_is_one_line_naming_the_flag(serving_csv, capsys, jobs):
+    assert main(["accuracy", "--serving", str(serving_csv), "--jobs", jobs]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--jobs" in err
+
+
 def test_accuracy_serving_scores_one_backend_and_refuses_one_without_rows(serving_csv, capsys):
     lines = serving_csv.read_text().splitlines()
     serving_csv.write_text("\n".join(lines + [lines[1].replace("0,src,vllm", "9,src,sglang")]) + "\n")

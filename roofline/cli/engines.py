@@ -10,6 +10,7 @@ from pathlib import Path
 from ..engine import ENGINES_DIR, load_engine
 from ..fitting.engine_fit import accuracy, fit_profile, leave_one_out, summary
 from ..fitting.published import PUBLISHED, errors, read_rows, rows_for
+from . import args as parse
 from .profile_file import fitted_document, write_profile
 
 
@@ -104,6 +105,9 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", metavar="NAME", default=None,
                         help="with --serving: score only this backend's rows (trtllm, vllm, sglang): one profile's "
                              "held-out splits, a third of the time of all three")
+    parser.add_argument("--jobs", metavar="N", default="1",
+                        help="with --serving and no --engine: fit N held-out folds at a time, each in its own process "
+                             "(default 1; at most the machine's cores help)")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -162,7 +166,8 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
         return run_transfer(path, args.json)
     if not args.engine:
         from .serving_fit import run_held_out
-        return run_held_out(path, args.json, args.backend)
+        jobs = parse.number(args.jobs, "--jobs", whole=True, example="2")
+        return run_held_out(path, args.json, args.backend, jobs)
     engine = load_engine(args.engine[0])
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out

@@ -69,7 +69,7 @@ def serving_profiles() -> dict[str, str]:
     return out
 
 
-def run_held_out(path: Path, as_json: bool, only: str | None = None) -> int:
+def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int = 1) -> int:
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
     profiles = serving_profiles()
@@ -83,7 +83,8 @@ def run_held_out(path: Path, as_json: bool, only: str | None = None) -> int:
             print(f"roofline accuracy: no bundled profile for backend {backend!r}: not scored", file=sys.stderr)
             continue
         report[backend] = {"engine": profiles[backend],
-                           **serving_accuracy(load_engine(profiles[backend]), [r for r in rows if r.backend == backend])}
+                           **serving_accuracy(load_engine(profiles[backend]), [r for r in rows if r.backend == backend],
+                                            jobs)}
     if as_json:
         print(json.dumps({"file": path.name, "rows": len(rows), "left_out": sum(left_out.values()),
                           "left_out_by_reason": left_out, "targets": TARGETS, "backends": report}, indent=2))

@@ -13,6 +13,7 @@ aside to score transfer to a new generation (issue 24), whatever read_serving_ro
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 import numpy as np
@@ -65,17 +66,37 @@ def fit_serving(prior: Engine, rows: list[ServingRow], names: list[str], note: s
     return dataclasses.replace(result, engine=engine)
 
 
-def held_out(rows: list[ServingRow], key: str, fit_rows: Callable[[list[ServingRow]], Engine]) -> dict:
+def held_out(rows: list[ServingRow], key: str, fit_rows: Callable[[list[ServingRow]], Engine] | None,
+             fitted: dict | None = None) -> dict:
     """Each row predicted by an engine fitted without every row sharing its `key` (model, hardware):
-    {'ttft_after', 'tpot_after'} arrays aligned with `rows`."""
+    {'ttft_after', 'tpot_after'} arrays aligned with `rows`. `fitted`: those engines already fitted, by held-out value
+    (folds), else each is fitted here."""
     out = {f"{m}_after": np.full(len(rows), np.nan) for m in METRICS}
     for value in dict.fromkeys(getattr(r, key) for r in rows):
         held = [i for i, r in enumerate(rows) if getattr(r, key) == value]
-        engine = fit_rows([r for r in rows if getattr(r, key) != value])
+        engine = fitted[value] if fitted is not None else fit_rows([r for r in rows if getattr(r, key) != value])
         predicted = predict([rows[i] for i in held], engine)
         for name in out:
             out[name][held] = predicted[name]
     return out
+
+
+def _refit(prior: Engine, names: list[str], subset: list[ServingRow]) -> Engine:
+    """One fold's fit from the priors (a module-level function, so a worker process can run it)."""
+    return fit_serving(prior, subset, names).engine if subset else prior
+
+
+def folds(rows: list[ServingRow], prior: Engine, names: list[str], jobs: int = 1) -> dict:
+    """Every held-out split's engines, {(split, held-out value): engine fitted without those rows}: the folds are
+    independent fits, run `jobs` at a time in worker processes (1: here, one after another)."""
+    tasks = {(split, value): [r for r in rows if getattr(r, key) != value]
+             for split, key in SPLITS.items() if len({getattr(r, key) for r in rows}) > 1
+             for value in dict.fromkeys(getattr(r, key) for r in rows)}
+    if jobs == 1:
+        return {fold: _refit(prior, names, subset) for fold, subset in tasks.items()}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {fold: pool.submit(_refit, prior, names, subset) for fold, subset in tasks.items()}
+        return {fold: future.result() for fold, future in futures.items()}
 
 
 def summary(rows: list[ServingRow], predicted: dict) -> dict:
@@ -89,19 +110,16 @@ def summary(rows: list[ServingRow], predicted: dict) -> dict:
     return out
 
 
-def serving_accuracy(profile: Engine, rows: list[ServingRow]) -> dict:
+def serving_accuracy(profile: Engine, rows: list[ServingRow], jobs: int = 1) -> dict:
     """A profile on its rows: the prior's, in-sample (the profile as shipped) and held-out scores, each split
-    refitting from the profile's priors (its fitted values saw every row)."""
+    refitting from the profile's priors (its fitted values saw every row); `jobs` folds fitted at a time."""
     prior = profile.prior()
     names = list(profile.fit)
     chosen = priced(rows, prior)
-
-    def refit(subset):
-        return fit_serving(prior, subset, names).engine if subset else prior
-
+    engines = folds(chosen, prior, names, jobs)
     report = {"rows": len(chosen), "unpriced": len(rows) - len(chosen),
               "prior": summary(chosen, predict(chosen, prior)), "in_sample": summary(chosen, predict(chosen, profile))}
     for split, key in SPLITS.items():
-        values = {getattr(r, key) for r in chosen}
-        report[split] = summary(chosen, held_out(chosen, key, refit)) if len(values) > 1 else None
+        fitted = {value: engine for (name, value), engine in engines.items() if name == split}
+        report[split] = summary(chosen, held_out(chosen, key, None, fitted)) if fitted else None
     return report
