@@ -61,7 +61,7 @@ class Roofs:
         if engine.roofs == KERNEL:
             return cls._on_kernel_roofs(hw, precision, engine, group, bandwidth, peak, tokens, expert_tokens, kv_bytes)
         weights = engine.weight_bandwidth_efficiency(precision.weights)
-        experts = weights if precision.experts is None else engine.weight_bandwidth_efficiency(precision.experts)
+        experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
         attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
         return cls(bandwidth * weights,
@@ -93,7 +93,7 @@ class Roofs:
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
                    peak(expert_dtype) * gemm(expert_dtype, expert_tokens),
-                   bandwidth * stream(precision.expert_format), bandwidth * decode)
+                   bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode)
 
     def peaks(self, matmul_kinds: tuple) -> list:
         experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops

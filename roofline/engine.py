@@ -5,6 +5,8 @@ and this project's own harness fitted to its measurements (`roofline fit`) both 
 An engine turns the ideal roofline into its own estimate through terms a reader can check:
 - the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach;
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
+- how much slower its MoE grouped GEMMs stream the routed experts' weights than its dense GEMVs (a few tokens
+  an expert over many small weight slices);
 - the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
   read a GQA group's shared K/V again (once per group, or once per query head);
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
@@ -55,6 +57,10 @@ PARAMETERS = {
     "flops_efficiency": ("fraction", 0.0, 1.0, "of the datasheet peak its large GEMMs reach"),
     "attention_bandwidth_efficiency": ("fraction", 0.0, 1.0, "of the datasheet bandwidth decode attention reads at"),
     "attention_flops_efficiency": ("fraction", 0.0, 1.0, "of the datasheet peak prefill attention reaches"),
+    # A routed expert's grouped GEMM at decode multiplies a few tokens by each of many small weight slices (under
+    # tp a GPU holds a 1/tp slice of every expert): shorter streams and a routing gather, below a dense GEMV's rate.
+    "expert_bandwidth_efficiency": ("fraction", 0.0, 1.0, "of its weight GEMVs' bandwidth efficiency its routed "
+                                    "experts' weights stream at (grouped GEMMs over small expert slices)"),
     "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
     "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
     # A scheduler in Python walks its running requests every step (bookkeeping, batch metadata, one token
@@ -83,9 +89,9 @@ PARAMETERS = {
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
 # no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; an all-reduce
-# as slow over 8 GPUs as over 2.
+# as slow over 8 GPUs as over 2; routed experts streaming as fast as the dense weights.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s")
+            "sequence_overhead_s", "expert_bandwidth_efficiency")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
@@ -101,6 +107,7 @@ class Engine:
     flops_efficiency: float = 1.0  # every matmul dtype: the GEMMs it runs, whatever their format
     attention_bandwidth_efficiency: float = 1.0
     attention_flops_efficiency: float = 1.0
+    expert_bandwidth_efficiency: float = 1.0  # share of the weight GEMVs' efficiency routed experts stream at
     layer_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
@@ -144,6 +151,11 @@ class Engine:
     def weight_bandwidth_efficiency(self, weights: str) -> float:
         """The fraction of the bandwidth GEMVs over weights stored as `weights` stream at."""
         return self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
+
+    def expert_weight_bandwidth_efficiency(self, experts: str) -> float:
+        """The fraction of the bandwidth routed experts stored as `experts` stream at: a GEMV's over that format,
+        times the experts' own share (1: as fast as the dense weights)."""
+        return self.weight_bandwidth_efficiency(experts) * self.expert_bandwidth_efficiency
 
     def kv_reads(self, group: int) -> float:
         """Times softmax attention reads the K/V it needs, for `group` query heads a K/V head: 1 + r (group - 1)."""

@@ -44,6 +44,8 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
             continue
         if name == "gqa_rereads" and not any(_grouped(row.model) for row in rows):
             continue
+        if name == "expert_bandwidth_efficiency" and not any(load_model(row.model).n_experts for row in rows):
+            continue
         if name == "request_overhead_s" and not any(row.metric != "decode_tokens_per_s" for row in rows):
             continue
         kept.append(name)

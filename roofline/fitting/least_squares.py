@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..engine import PARAMETERS, QUANTIZED, Engine, with_values
+from ..engine import EFFICIENCIES, PARAMETERS, QUANTIZED, Engine, with_values
 
 LOSS = "soft_l1"
 ROBUST_SCALE = 0.10  # |log error| beyond ~10% counts linearly: a fit's rows scatter 2-5% about it (fit-engine: 2-4%)
@@ -70,6 +70,8 @@ def variable_bounds(name: str, fraction_high: float = 1.0) -> tuple[float, float
         return np.log10(LATENCY_FLOOR_S), np.log10(PARAMETERS[name][2])
     if kind == "p":
         return 0.0, 1.0  # 1/p
+    if kind == "fraction" and name in PARAMETERS and name not in EFFICIENCIES:  # a share of another efficiency
+        return FRACTION_FLOOR, PARAMETERS[name][2]
     return (FRACTION_FLOOR if kind == "fraction" else 0.0), (fraction_high if kind == "fraction" else 1.0)
 
 
