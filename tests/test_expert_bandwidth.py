@@ -63,10 +63,13 @@ def test_the_routed_experts_weights_stream_at_the_share_and_nothing_else_moves()
     assert extra == pytest.approx(sum(by_hand.values()) / (0.8 * H100.memory_bandwidth), rel=1e-3)
 
 
-def test_absent_is_todays_pricing_bit_for_bit():
+def test_absent_is_todays_pricing_bit_for_bit(tmp_path):
     """A profile without the key prices with the share 1: the roofs carry no separate expert bandwidth (the
     dense weights'), and a shipped profile's MoE step is the same number as with the share written as 1."""
-    vllm = load_engine("vllm")
+    document = load_engine("vllm").as_document()
+    del document["expert_bandwidth_efficiency"]
+    (tmp_path / "absent.yaml").write_text(yaml.safe_dump(document))
+    vllm = load_engine(str(tmp_path / "absent.yaml"))
     assert vllm.expert_bandwidth_efficiency == 1.0 and Engine().expert_bandwidth_efficiency == 1.0
     fp8 = Precision(weights="fp8")
     assert Roofs.of(H100, fp8, vllm).expert_bandwidth is None
