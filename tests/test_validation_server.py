@@ -1,4 +1,5 @@
 """The continuous-batching server: its tokens, its schedule against the simulator's, its log, its scoring."""
+import os
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +110,11 @@ def test_a_run_logs_every_request_and_a_rerun_skips_it_or_redoes_it_when_cut_sho
     assert all(float(r["ttft_s"]) > 0 and len(r["inter_token_ms"].split(";")) == 3 for r in rows)
     assert all(r["threads"] == str(torch.get_num_threads()) and r["torch_version"] and r["load_average"] for r in rows)
     (logged,) = serve_bench.read_csv(serve_bench.runs_path(path))
-    # CPU s per wall s: at most a core a thread (plus torch's own helper threads, and the two clocks' windows,
-    # which are not taken at the same instant: 2.11 was seen at 2 threads on a loaded machine)
-    assert 0 < float(logged["cpu_share"]) <= 1.1 * max(torch.get_num_threads(), 1) + 0.1
+    # CPU s per wall s: about a core a thread, but the step's CPU clock counts every thread of the process (torch's
+    # helpers, the client) and its window is not the wall clock's: 2.11 and 2.58 were seen at 2 threads on a 2-core
+    # machine loaded by other jobs. What the share must not be is absent, negative or many machines' worth.
+    cores = max(os.cpu_count() or 1, torch.get_num_threads())
+    assert 0 < float(logged["cpu_share"]) <= 1.5 * cores + 0.5
     assert not serve_bench.run(spec(), path)  # already there
     text = path.read_text()
     path.write_text(text[: len(text) - 10])  # the last request's row torn, as by a kill mid-write
