@@ -12,8 +12,8 @@ every weight that is not a routed expert, moe_quant_mode for the routed experts.
 scale per 128 x 128 block (4/16384 of a byte a weight, left out, as checkpoint_format does). nvfp4 is E2M1 with an
 fp8 scale per 16 (4.5 bits, precision.py); Hopper has no FP4 tensor core, so its GEMMs dequantize and run in the
 16-bit activations' dtype, as every weight-only format here (only gpt-oss carries the label, and its checkpoint
-ships MXFP4, priced so). The KV cache is 16-bit (the rows do not say). Activations are 16-bit: fp8 GEMMs are
-priced at the bf16 tensor peak (decode reads weights; prefill is where this shows).
+ships MXFP4, priced so). The KV cache is 16-bit (the rows do not say). fp8 rows are W8A8: their GEMMs run at
+the fp8 peak (published_serving._deployment sets the activations; int4 and nvfp4 on Hopper stay weight-only).
 Layout: a worker spans tp x dp GPUs (tp_size x attention_dp_size), which for a MoE equals moe_tp x moe_ep
 (AIConfigurator's rule, aiconfigurator_core/sdk/config.py ModelConfig.resolve_moe_parallelism). A blank dp with
 a MoE width past tp is vLLM's data-parallel attention (Qwen3-235B-A22B-FP8 at tp 1 does not fit one H200:
