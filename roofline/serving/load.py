@@ -39,22 +39,30 @@ STEP_MODELS = {MIXED: MixedSteps, PREFILL_FIRST: PrefillFirstSteps}  # roofline.
 
 @dataclass(frozen=True)
 class Policy:
-    """The scheduler's limits: prefill+decode tokens a step, running sequences, and the KV pool in sequences."""
+    """The scheduler's limits: prefill+decode tokens a step, running sequences, and the KV pool in sequences; how it
+    fills a step, the engine's unless named (`for_engine`)."""
     token_budget: int = 8192  # vLLM's max_num_batched_tokens with chunked prefill; TensorRT-LLM max_num_tokens
     max_batch: int = 256  # vLLM max_num_seqs; TensorRT-LLM max_batch_size
     kv_sequences: float = math.inf  # sequences the KV pool holds at P + G tokens each
-    step_policy: str = MIXED  # or PREFILL_FIRST, SGLang's: prompts in steps of their own (roofline.scheduler)
+    step_policy: str | None = None  # None: the engine's; or MIXED, or PREFILL_FIRST (SGLang's), roofline.scheduler
 
     def __post_init__(self):
         whole("token_budget", self.token_budget, low=2, note=" tokens")
         whole("max_batch", self.max_batch)
-        if self.step_policy not in STEP_POLICIES:
+        if self.step_policy is not None and self.step_policy not in STEP_POLICIES:
             raise ValueError(f"step_policy: unknown policy {self.step_policy!r}; fix: one of {', '.join(STEP_POLICIES)}")
         if self.token_budget <= self.max_batch and self.step_policy == MIXED:
             raise ValueError(f"token_budget: {self.token_budget} tokens cannot carry one decode batch of max_batch "
                              f"{self.max_batch} plus a prefill chunk; fix: a budget above {self.max_batch}")
         if not self.kv_sequences >= 1:
             raise ValueError(f"kv_sequences: the KV pool must hold at least one sequence, got {self.kv_sequences!r}")
+
+    def for_engine(self, d: Deployment) -> Policy:
+        """This policy with its step policy settled, the one place that is done: its own where it names one (a what-if,
+        the planner's ideal bound run as the candidate's engine), else the Deployment's engine's (batching.engine_terms)."""
+        if self.step_policy is not None:
+            return self
+        return replace(self, step_policy=MIXED if engine_terms(d)["mixed"] else PREFILL_FIRST)  # checked again
 
 
 def check_rate(rate) -> np.ndarray:
@@ -82,7 +90,7 @@ class LoadModel:
         for name, value in (("prompt", prompt), ("gen", gen)):
             whole(name, value, note=" tokens")
         engine = engine_terms(d)  # the engine's request cost and steps batched ahead, as the simulator takes them
-        self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy
+        self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy.for_engine(d)
         self.request_overhead_s, self.overlap_steps = engine["request_overhead_s"], engine["overlap_steps"]
         self.step_model = STEP_MODELS[self.policy.step_policy](self)
         # the table's grid reaches the largest step the step model takes

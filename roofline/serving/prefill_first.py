@@ -35,6 +35,8 @@ import math
 
 import numpy as np
 
+from ..scheduler import PREFILL_FIRST
+
 
 class PrefillFirstSteps:
     """The prefill-first step policy of a roofline.serving.load.LoadModel (its workload, policy and step table)."""
@@ -177,7 +179,7 @@ class PrefillFirstSteps:
         """The named terms at one rate for `--explain` (`s`: steps at the solved mean step `tau`)."""
         model = self.model
         out = {name: float(np.ravel(value)[0]) for name, value in s.items() if name != "feasible"}
-        out.update(step_policy="prefill_first", rate=float(rate[0]), prompt=model.P, gen=model.G,
+        out.update(step_policy=PREFILL_FIRST, rate=float(rate[0]), prompt=model.P, gen=model.G,
                    token_budget=model.policy.token_budget, residual_s=out["second_moment"] / (2 * out["step_s"]),
                    budget_wait_s=float(np.ravel(self.budget_wait(rate, s))[0]),
                    own_prefill_s=float(np.ravel(self.own_prefill(rate, s))[0]),
