@@ -62,7 +62,7 @@ class Policy:
         the planner's ideal bound run as the candidate's engine), else the Deployment's engine's (batching.engine_terms)."""
         if self.step_policy is not None:
             return self
-        return replace(self, step_policy=MIXED if engine_terms(d)["mixed"] else PREFILL_FIRST)  # checked again
+        return replace(self, step_policy=MIXED if engine_terms(d)["mixed"] else PREFILL_FIRST)  # checked: mixed needs Tb > B
 
 
 def check_rate(rate) -> np.ndarray:
