@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -35,6 +36,21 @@ from .prefill_first import PrefillFirstSteps
 BISECTIONS = 32  # halvings of log τ̄: 2^-32 of the bracket, ~1e-9 of τ̄, far below the fits' 1e-3 difference step
 SATURATION_ROUNDS, SATURATION_POINTS = 4, 32  # the saturating rate: 32 candidates a round, 4 rounds
 STEP_MODELS = {MIXED: MixedSteps, PREFILL_FIRST: PrefillFirstSteps}  # roofline.scheduler's step policies
+
+
+class StepModel(Protocol):
+    """What a step policy tells the load model (MixedSteps, PrefillFirstSteps), `s` the steps at the solved mean step."""
+    carrying_step: str  # the step that carries prompt tokens, as `steps` names it
+    largest_step_tokens: int  # the step table's reach
+    budget_tokens_per_request: int  # a request's tokens through the budget: the largest mean step a rate allows
+
+    def mean_step(self, rate, tau) -> np.ndarray: ...  # the fixed point's map alone
+    def steps(self, rate, tau) -> dict: ...  # the map and what a running request sees
+    def own_prefill(self, rate, s: dict) -> np.ndarray: ...  # seconds of a prompt's own prefill steps
+    def budget_wait(self, rate, s: dict) -> np.ndarray: ...  # seconds it waits for the budget
+    def terms(self, rate: np.ndarray, tau: np.ndarray, s: dict) -> dict: ...  # `--explain`'s named terms
+    def budget_saturation(self) -> float: ...  # requests/s with every step full, closed form
+    def closed_loop(self, concurrency: np.ndarray, requests=None) -> dict: ...  # LoadModel.at_concurrency's figures
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,7 @@ class LoadModel:
         engine = engine_terms(d)  # the engine's request cost and steps batched ahead, as the simulator takes them
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy.for_engine(d)
         self.request_overhead_s, self.overlap_steps = engine["request_overhead_s"], engine["overlap_steps"]
-        self.step_model = STEP_MODELS[self.policy.step_policy](self)
+        self.step_model: StepModel = STEP_MODELS[self.policy.step_policy](self)
         # the table's grid reaches the largest step the step model takes
         self.table = StepTable(d, float(self.step_model.largest_step_tokens))
         self._prefill_attention: dict = {}
