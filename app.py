@@ -516,7 +516,7 @@ def under_load(analysis: Analysis, setup: Setup) -> None:
         st.warning("Not one sequence fits beside the weights: no server to load.")
         return
     levels = sorted({1, 8, 32, 128, setup.batch})
-    policy = Policy(kv_sequences=pool, step_policy=d.engine.scheduler.step_policy)  # SGLang: prefill first
+    policy = Policy(kv_sequences=pool)  # the engine's steps: SGLang prefill first
     load = at_load(d, setup.prompt, setup.gen, concurrency=levels, policy=policy)
     st.dataframe(pd.DataFrame({
         "in flight": levels, "requests/s": [f"{r:.3g}" for r in load["rate"]],

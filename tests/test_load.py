@@ -7,6 +7,7 @@ from roofline.deployment import Deployment
 from roofline.engine import load_engine
 from roofline.memory import workspace
 from roofline.model import DECODE, PREFILL, QUERIES
+from roofline.scheduler import MIXED
 from roofline.serving.batching import StepCost, Workload, simulate_continuous
 from roofline.serving.load import LoadModel, Policy, kv_sequences
 from roofline.serving.mixed_step import StepTable, dense_seconds, mixed_step_seconds
@@ -141,7 +142,8 @@ def test_tensorrt_llm_takes_nine_tenths_of_what_is_free_in_blocks_of_32():
     (lambda: LoadModel(TRT, 100, 10).at_rate([0.0]), "rate"),
     (lambda: LoadModel(TRT, 100, 10).at_rate([float("inf")]), "rate"),
     (lambda: LoadModel(TRT, 100, 10).at_rate([float("nan")]), "rate"),
-    (lambda: Policy(token_budget=128, max_batch=256), "token_budget"),
+    (lambda: Policy(token_budget=128, max_batch=256, step_policy=MIXED), "token_budget"),
+    (lambda: LoadModel(TRT, 100, 10, Policy(token_budget=128, max_batch=256)), "token_budget"),  # TRT's steps: mixed
     (lambda: kv_sequences(TRT, 100, 10, block_size=0), "block_size"),
     (lambda: LoadModel(TRT, 100, 10).at_concurrency([0]), "concurrency"),
 ])

@@ -118,8 +118,12 @@ def test_sglang_runs_prefill_first_and_the_other_profiles_stay_mixed():
 
 def test_the_planner_and_its_simulation_run_sglangs_steps_prefill_first():
     sglang = Deployment(MODEL, H100, engine=load_engine("sglang"))
-    assert policy_of(64, 500, CHUNK, 1024, sglang.engine.scheduler.step_policy).step_policy == PREFILL_FIRST
-    assert policy_of(64, 500, CHUNK, 1024).step_policy == MIXED
+    policy = policy_of(64, 500, CHUNK, 1024)  # the engine's steps, unless named
+    assert LoadModel(sglang, 1024, 32, policy).policy.step_policy == PREFILL_FIRST
+    assert LoadModel(TRT, 1024, 32, policy).policy.step_policy == MIXED
+    # the ideal bound beside an SGLang candidate runs SGLang's steps on the ideal engine (whose own are mixed)
+    assert LoadModel(IDEAL, 1024, 32, policy).policy.step_policy == MIXED
+    assert LoadModel(IDEAL, 1024, 32, policy.for_engine(sglang)).policy.step_policy == PREFILL_FIRST
     # simulate() on the sglang Deployment is the prefill-first simulator: a cohort's decoders pause for its prompts
     work = Workload(np.zeros(8), np.full(8, 1024), np.full(8, 32))
     engine_run = simulate(sglang, work, chunk_tokens=CHUNK)

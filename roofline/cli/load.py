@@ -68,7 +68,7 @@ def policy_of(args, d, prompt: int, gen: int, default_budget) -> tuple[Policy, i
     if pool < 1:
         raise ValueError(f"--prompt, --gen: not one sequence of {prompt + gen} tokens fits beside the weights on "
                          f"{d.hardware.id!r}; fix: more --tp, a smaller model or shorter sequences")
-    return Policy(budget, max_seqs, pool, d.engine.scheduler.step_policy), block
+    return Policy(budget, max_seqs, pool), block
 
 
 def run_load(args, analysis, prompt: int, gen: int) -> int:
@@ -136,6 +136,7 @@ COLUMNS = (("rate/s", "rate", lambda v: f"{v:.4g}"), ("in flight", "in_flight", 
 
 def render(analysis, rows: list[dict], policy: Policy) -> str:
     d, first = analysis.deployment, rows[0]
+    steps = policy.for_engine(d).step_policy
     closed = first["load"] == "closed"
     columns = ((("concurrency", "concurrency", lambda v: f"{v:g}"),) if closed else ()) + COLUMNS
     if first.get("ttft_first_wave_s") is not None:  # the run's mean TTFT: say what its first wave adds
@@ -154,7 +155,7 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
               f"workload  prompt {first['prompt_len']} tokens, gen {first['gen_len']} tokens, "
               + ("closed loop: C requests in flight, a new one as one ends" if closed else "open loop: Poisson arrivals")
               + (f"; {first['requests']:g} requests a run, TTFT their mean" if first.get("requests") else ""),
-              f"server    continuous batching: {policy.token_budget} tokens a step ({STEPS[policy.step_policy]}), at most "
+              f"server    continuous batching: {policy.token_budget} tokens a step ({STEPS[steps]}), at most "
               f"{policy.max_batch} running, KV pool {policy.kv_sequences:g} sequences in {first['block_size']}-token "
               f"blocks ({d.engine.name}'s KV rule on {d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
               f"limits    saturates at {first['saturation_rate']:.4g} requests/s; a lone request's TTFT "
@@ -162,7 +163,7 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
     wave = [f"first wave: {DEFINITIONS['ttft_first_wave_s']}."] if first.get("ttft_first_wave_s") is not None else []
     footer = [f"TTFT: {DEFINITIONS['ttft_s']}.", *wave, f"TPOT: {DEFINITIONS['tpot_s']}; +chunks: its inflation over a "
               "decode-only step.", f"E2E: {DEFINITIONS['e2e_s']}."]
-    if policy.step_policy == PREFILL_FIRST:
+    if steps == PREFILL_FIRST:
         footer.append(f"Prefill first ({d.engine.name}'s scheduler): prompts run in steps of their own, the decoders "
                       "paused for them (their +chunks); a closed loop keeps one cohort, its prompts prefilled together.")
     return "\n".join(header + [""] + lines + [""] + footer)

@@ -180,7 +180,7 @@ def predict(rows: list[LoadRow]) -> np.ndarray:
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        load = LoadModel(d, prompt, gen, Policy(budget, running, pool, engine.scheduler.step_policy))
+        load = LoadModel(d, prompt, gen, Policy(budget, running, pool))
         for i in members:
             row = rows[i]
             if row.rate is None:

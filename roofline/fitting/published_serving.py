@@ -137,7 +137,7 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        policy = Policy(budget, running, pool, engine.scheduler.step_policy)
+        policy = Policy(budget, running, pool)
         load = LoadModel(d, prompt, gen, policy).at_concurrency(
             concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]

@@ -146,14 +146,14 @@ def rows_of(c: Core, base: dict, work, targets, price, caps, chunks, max_gpus: i
                 continue
             per_replica = 1 / (gen * tpot / batch + c.ttft_s)  # requests/s, the capacity formula
             row.update(capacity_batch=batch, tpot_at_capacity_s=tpot)
-            policy = policy_of(batch, fit, chunk, int(round(work.prompt_mean)), c.d.engine.scheduler.step_policy)
+            policy = policy_of(batch, fit, chunk, int(round(work.prompt_mean)))
             found = fewest_replicas(load_model(c.d, work, policy), work.rate, targets,
                                     math.ceil(work.rate / per_replica), fixed)
             replicas = found.pop("replicas")
             gpus = replicas * c.d.gpus_per_replica
             row.update(found, replicas=replicas, gpus=gpus, ttft_s=found.get("ttft_s", math.nan),
                        tpot_s=found.get("tpot_s", math.nan))
-            row.update(bound_at(c.ideal, work, policy, work.rate / replicas))
+            row.update(bound_at(c.ideal, work, policy.for_engine(c.d), work.rate / replicas))  # the candidate's steps
             if "rejected" in found:
                 continue
             row["batch"] = row.pop("in_flight")

@@ -17,19 +17,18 @@ import math
 import numpy as np
 
 from ..deployment import Deployment
-from ..scheduler import MIXED
 from ..serving.load import LoadModel, Policy
 
 SEARCHED = 4  # replica counts tried: up to SEARCHED x the capacity formula's count (+ 16)
 
 
-def policy_of(capacity_batch: int, kv_fit: int, chunk, prompt: int, step_policy: str = MIXED) -> Policy:
+def policy_of(capacity_batch: int, kv_fit: int, chunk, prompt: int) -> Policy:
     """The scheduler a replica runs: the chunk as the token budget ('all': the prompt and the batch in one step),
-    its steps filled as the engine fills them (roofline.scheduler: SGLang prefill first, the others mixed)."""
+    its steps filled as the engine fills them (Policy.for_engine: SGLang prefill first, the others mixed)."""
     budget = int(chunk) if chunk is not None else prompt + capacity_batch + 1
     budget = max(budget, 2)
     return Policy(token_budget=budget, max_batch=max(1, min(int(capacity_batch), budget - 1)),
-                  kv_sequences=float(max(kv_fit, 1)), step_policy=step_policy)
+                  kv_sequences=float(max(kv_fit, 1)))
 
 
 def load_model(d: Deployment, work, policy: Policy) -> LoadModel:
@@ -68,7 +67,8 @@ def fewest_replicas(model: LoadModel, rate: float, targets, guess: int, fixed: i
 
 
 def bound_at(ideal: Deployment | None, work, policy: Policy, rate_per_replica: float) -> dict:
-    """The ideal engine's TTFT and TPOT for the same layout, scheduler and load: the bound beside a row."""
+    """The ideal engine's TTFT and TPOT for the same layout, scheduler and load: the bound beside a row (`policy`
+    names its step policy: the candidate engine's, Policy.for_engine, not the ideal engine's own)."""
     if ideal is None or not math.isfinite(rate_per_replica):
         return {}
     state = load_model(ideal, work, policy).at_rate([rate_per_replica])

@@ -306,7 +306,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 def engine_terms(d: Deployment) -> dict:
     """What the engine's profile tells simulate_continuous: its per-request cost, the steps its scheduler batches
     ahead, and whether its steps mix prompts with decode tokens (roofline.scheduler). Every caller that simulates a
-    Deployment's engine takes them from here."""
+    Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
     scheduler = d.engine.scheduler
     return {"request_overhead_s": d.engine.request_overhead_s, "overlap_steps": scheduler.overlap_steps,
             "mixed": scheduler.step_policy == MIXED}

@@ -27,7 +27,7 @@ def first_wave(model, clients: int) -> np.ndarray:
     chunks = math.ceil(P / budget)
     per_token = float(model.prefill_attention(np.array([chunks]))[0]) / P  # a prompt's attention, a token's share
     firsts: list = []
-    now, prefilled = model.d.engine.request_overhead_s, 0.0
+    now, prefilled = model.request_overhead_s, 0.0
     while len(firsts) < members:
         decoders = len(firsts)
         take = min(budget - decoders, members * P - prefilled)
