@@ -202,12 +202,16 @@ def disaggregated_accuracy(path: Path, engine) -> dict:
     with the engine's handoff as shipped, refitted on these rows, and refitted without each model and configuration."""
     from ..fitting.disagg_handoff import SPLITS, fit_handoff, held_out
     from ..fitting.published_disagg import predict, read_disagg_rows, scores
+    from ..fitting.disagg_load import predict_measured, priced_throughput, worker_throughput
     rows, skipped = read_disagg_rows(path)
     fitted, pinning = fit_handoff(rows, engine)
     splits = {split: held_out(rows, engine, key) for split, key in SPLITS.items()}
     return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine)),
             "handoff": {"shipped_s": engine.disagg_handoff_s, "fitted_s": fitted, "pinning_rows": pinning,
-                        **{split: None if p is None else scores(rows, p)["all"] for split, p in splits.items()}}}
+                        **{split: None if p is None else scores(rows, p)["all"] for split, p in splits.items()}},
+            "measured_load": {"throughput": worker_throughput(rows), "priced": priced_throughput(rows, engine),
+                              **{reading: scores(rows, predict_measured(rows, engine, per_rank))
+                                 for reading, per_rank in (("one_server", False), ("per_rank", True))}}}
 
 
 def disaggregated_lines(result: dict) -> list[str]:
@@ -226,6 +230,26 @@ def disaggregated_lines(result: dict) -> list[str]:
         r = handoff[split]
         scored = f"n/a: the rows hold one {SPLITS[split]}" if r is None else f"n={r['ttft']['n']:3d}  {_cells(r)}"
         lines.append(f"  {split:27s} {scored}")
+    return lines + _measured_load_lines(result["measured_load"])
+
+
+def _measured_load_lines(load: dict) -> list[str]:
+    """One prefill worker's throughput as the rows measured it beside the pricer's, and the rows priced with it."""
+    lines = ["  prefill worker throughput, requests/s: measured (the most one worker held, C / E2E / workers) vs "
+             "priced (the pricer's step):"]
+    for (backend, model, hardware, prompt), measured in load["throughput"].items():
+        priced = ", ".join(f"tp={tp} ep={ep} {rate:.3g}" for (*key, tp, ep), rate in load["priced"].items()
+                           if tuple(key) == (backend, model, hardware, prompt))
+        lines.append(f"    {backend} {model} {hardware} prompt {prompt}: {measured:.3g} measured; priced {priced}")
+    lines.append("  with that throughput and each row's TPOT in place of the pricer's steps (the queue and the "
+                 "constants alone; roofline.fitting.disagg_load):")
+    for reading, words in (("one_server", "a worker one server"), ("per_rank", "ep ranks, a request each")):
+        for group in ("backend trtllm", "all"):
+            r = load[reading].get(group)
+            if r and r["ttft"]["n"]:
+                ttft = r["ttft"]
+                lines.append(f"  {words + ', ' + group:42s} n={ttft['n']:3d}  TTFT {ttft['median']:6.1%} / "
+                             f"{ttft['p90']:6.1%}")
     return lines
 
 

@@ -74,7 +74,10 @@ def kv_transfer_s(prefill: Deployment, decode: Deployment, prompt: float, link: 
 class PrefillPool:
     """One prefill worker: prompts served one after another (M/D/1), each its prefill step. Under expert
     parallelism each of its ep GPUs prefills its own prompt (data-parallel attention), the step pricing ep
-    prompts at once: ep servers, each its share of the rate (a random split: no better than M/D/ep)."""
+    prompts at once: ep servers, each its share of the rate (a random split: no better than M/D/ep). The published
+    rows read such a worker as one server at the same throughput (roofline.fitting.disagg_load: DeepSeek-V3, 8192
+    tokens, tp 8 and ep 8 workers alike); kept per rank while the pricer's ep step is 36-76% faster than they hold,
+    which the longer per-rank wait partly offsets (one server today: TensorRT-LLM rows TTFT 42% -> 56% median)."""
 
     def __init__(self, d: Deployment, prompt: int):
         self.d, self.P, self.servers = d, int(prompt), d.ep
