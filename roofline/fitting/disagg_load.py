@@ -18,8 +18,8 @@ import copy
 import numpy as np
 
 from ..engine import Engine
-from ..serving.disaggregated import Disaggregated, PrefillPool
-from .published_disagg import DisaggRow, _deployment, price
+from ..serving.disaggregated import Disaggregated
+from .published_disagg import DisaggRow, price
 
 
 def measured_rate(row: DisaggRow) -> float:
@@ -42,8 +42,9 @@ def priced_throughput(rows: list[DisaggRow], engine: Engine) -> dict[tuple, floa
     priced = {}
     for row in rows:
         key = (row.backend, row.model, row.hardware, row.prompt, row.prefill.tp, row.prefill.ep)
-        if key not in priced:
-            priced[key] = PrefillPool(_deployment(row, row.prefill, engine), row.prompt).saturation()
+        pools = None if key in priced else price(row, engine)
+        if pools is not None:
+            priced[key] = pools.prefill_pool.saturation()
     return priced
 
 
