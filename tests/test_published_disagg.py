@@ -1,5 +1,7 @@
 """serving-hopper.csv's disaggregated rows read as two pools: which layouts are read, the concurrency rule, and
 each priced at its concurrency (at one request in flight: a lone prefill, the handoff, the transfer and the batch-1 step)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -86,3 +88,7 @@ def test_every_read_row_is_priced_and_scored_by_backend_and_model(sample, capsys
     assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm"]) == 0
     out = capsys.readouterr().out
     assert "disaggregated: 4 rows priced" in out and "leave_one_configuration_out" in out
+    assert "trtllm deepseek-v3 h200 prompt 1024:" in out and "a worker one server, all" in out
+    assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm", "--json"]) == 0
+    load = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)["disaggregated"]["measured_load"]
+    assert {t["prompt"] for t in load["throughput"]} == {1024, 4000} and load["one_server"]["all"]["n"] == 4

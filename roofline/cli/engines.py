@@ -202,12 +202,27 @@ def disaggregated_accuracy(path: Path, engine) -> dict:
     with the engine's handoff as shipped, refitted on these rows, and refitted without each model and configuration."""
     from ..fitting.disagg_handoff import SPLITS, fit_handoff, held_out
     from ..fitting.published_disagg import predict, read_disagg_rows, scores
+    from ..fitting.disagg_load import predict_measured
     rows, skipped = read_disagg_rows(path)
     fitted, pinning = fit_handoff(rows, engine)
     splits = {split: held_out(rows, engine, key) for split, key in SPLITS.items()}
     return {"rows": len(rows), "left_out": dict(skipped), "scores": scores(rows, predict(rows, engine)),
             "handoff": {"shipped_s": engine.disagg_handoff_s, "fitted_s": fitted, "pinning_rows": pinning,
-                        **{split: None if p is None else scores(rows, p)["all"] for split, p in splits.items()}}}
+                        **{split: None if p is None else scores(rows, p)["all"] for split, p in splits.items()}},
+            "measured_load": {"throughput": _throughputs(rows, engine),
+                              **{reading: {group: r["ttft"] for group, r in  # TPOT is an input there
+                                           scores(rows, predict_measured(rows, engine, per_rank)).items()}
+                                 for reading, per_rank in (("one_server", False), ("per_rank", True))}}}
+
+
+def _throughputs(rows, engine) -> list[dict]:
+    """One record per backend, model, device and prompt: a prefill worker's requests/s measured and priced."""
+    from ..fitting.disagg_load import priced_throughput, worker_throughput
+    priced = priced_throughput(rows, engine)
+    return [{"backend": backend, "model": model, "hardware": hardware, "prompt": prompt, "measured_per_s": measured,
+             "priced_per_s": {f"tp={tp} ep={ep}": rate for (*key, tp, ep), rate in priced.items()
+                              if tuple(key) == (backend, model, hardware, prompt)}}
+            for (backend, model, hardware, prompt), measured in worker_throughput(rows).items()]
 
 
 def disaggregated_lines(result: dict) -> list[str]:
@@ -226,6 +241,24 @@ def disaggregated_lines(result: dict) -> list[str]:
         r = handoff[split]
         scored = f"n/a: the rows hold one {SPLITS[split]}" if r is None else f"n={r['ttft']['n']:3d}  {_cells(r)}"
         lines.append(f"  {split:27s} {scored}")
+    return lines + _measured_load_lines(result["measured_load"])
+
+
+def _measured_load_lines(load: dict) -> list[str]:
+    """One prefill worker's throughput as the rows measured it beside the pricer's, and the rows priced with it."""
+    lines = ["  prefill worker throughput, requests/s: measured (the most one worker held, C / E2E / workers) vs "
+             "priced (the pricer's step):"]
+    for t in load["throughput"]:
+        priced = ", ".join(f"{layout} {rate:.3g}" for layout, rate in t["priced_per_s"].items())
+        lines.append(f"    {t['backend']} {t['model']} {t['hardware']} prompt {t['prompt']}: "
+                     f"{t['measured_per_s']:.3g} measured; priced {priced}")
+    lines.append("  with that throughput and each row's TPOT in place of the pricer's steps (the queue and the "
+                 "constants alone; roofline.fitting.disagg_load):")
+    for reading, words in (("one_server", "a worker one server"), ("per_rank", "ep ranks, a request each")):
+        for group, ttft in load[reading].items():
+            if (group == "all" or group.startswith("backend ")) and ttft["n"]:
+                lines.append(f"  {words + ', ' + group:42s} n={ttft['n']:3d}  TTFT {ttft['median']:6.1%} / "
+                             f"{ttft['p90']:6.1%}")
     return lines
 
 
