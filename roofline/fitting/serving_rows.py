@@ -24,6 +24,13 @@ the width, 2, is its GPUs). Priced through the one pricer (Deployment):
   tp = 1, dp > 1: Deployment(ep=dp): each GPU its own 1/dp of the sequences and the whole attention (MLA latent
           included), 1/dp of the experts, two all-to-alls a MoE layer (serving/expert_parallel.py). A mean-field
           reduction: a prompt's prefill is spread over the ranks, not run on the one that holds it.
+Where an id names the worker `_tp{T}_ep{E}_` (GPUs, expert-parallel width) and its columns claim E times T GPUs
+(tp_size x attention_dp_size = T x E), the columns were multiplied by E: every layout column but moe_ep_size is
+read divided by E (where it is a multiple), if that gives T GPUs that the experts span (moe_tp x E = T). The
+file's TensorRT-LLM 1.1.0rc2 / gpt-oss-dev and SGLang v0.5.9-cu129 rows of source_file=2026-04-06.csv carry it:
+gpt-oss-120b `_tp2_ep2_` states tp 4, moe 2 x 2, and its TPOT is the `_tp2_ep1_` rows' of the same file within
+3% at every load (tests/test_serving_rows.py); `_tp4_ep4_` states tp 16, `_tp8_ep8_` tp 64, and DeepSeek-R1's
+attention-DP `_tp8_ep8_` dp 64, moe 8 x 8 where its copy in source_file=2026-03-25.csv states dp 8, moe 1 x 8.
 Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
@@ -66,6 +73,8 @@ GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link 
 REASONS = ("model", "device", "format", "layout")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 SOURCE_FILE = re.compile(r"source_file=([^;]+)")
+ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")  # an id's worker: GPUs, expert-parallel width
+MULTIPLIED_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size")  # the layout columns but moe_ep_size
 # (backend, source file) whose benchmark's TTFT counts one completion interval E2E / C (the docstring's evidence)
 COMPLETION_INTERVAL_SOURCES = frozenset({("trtllm", "meta-llama_Llama-3.1-8B-Instruct.csv")})
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
@@ -117,9 +126,28 @@ def formats(raw: dict, model: str) -> Precision | None:
     return Precision(weights=QUANT_FORMATS[gemm], experts=experts)
 
 
+def _undo_id_multiple(raw: dict) -> dict:
+    """The row with its layout columns divided by the id's expert width where they claim that many times the id's
+    GPUs (the docstring's evidence), else the row as it is."""
+    found = ID_LAYOUT.search(raw.get("id") or "")
+    if not found:
+        return raw
+    gpus_named, width = int(found.group(1)), int(found.group(2))
+    claimed = _count(raw, "tp_size", required=True) * _count(raw, "attention_dp_size")
+    if width == 1 or claimed != gpus_named * width:
+        return raw
+    stated = {name: _count(raw, name) for name in MULTIPLIED_COLUMNS if (raw.get(name) or "").strip()}
+    read = {**raw, **{name: str(n // width if n % width == 0 else n) for name, n in stated.items()}}
+    # the reading stands only where it gives the id's GPUs and the experts span them (moe_tp x moe_ep)
+    gpus = _count(read, "tp_size", required=True) * _count(read, "attention_dp_size")
+    return read if gpus == gpus_named == _count(read, "moe_tp_size", low=0) * width else raw
+
+
 def layout(raw: dict, model: str, prefix: str = "") -> tuple[int, int] | None:
     """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None. `prefix`
     reads one pool of a disaggregated row ("prefill_", "decode_"): the same columns, the same rules."""
+    if not prefix:
+        raw = _undo_id_multiple(raw)
     tp = _count(raw, f"{prefix}tp_size", required=True)
     pp, dp = _count(raw, f"{prefix}pp_size"), _count(raw, f"{prefix}attention_dp_size", None)
     is_moe = MOE in load_model(model).layer_mlp
