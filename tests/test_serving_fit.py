@@ -169,3 +169,21 @@ def test_a_bad_scheduler_section_is_one_line_naming_the_file(tmp_path, capsys, s
     assert main(["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and fragment in err[0]
+
+
+def test_a_fit_below_what_any_kernel_or_request_shows_is_named():
+    """vllm's prefill attention ran to 0.16 of the peak when fitted, below FlashAttention-2's 35% on H100
+    (FlashAttention-3 paper, abstract): the fit names it and says how to hold it; the measured 0.54 passes, and a
+    value the fit did not choose is not the fit's to flag."""
+    from roofline.cli.serving_fit import implausible
+
+    replace = dataclasses.replace
+    vllm = load_engine("vllm")
+    fitted = ["attention_flops_efficiency", "request_overhead_s"]
+    low = implausible(replace(vllm, attention_flops_efficiency=0.16, request_overhead_s=0.005), fitted)
+    assert list(low) == ["attention_flops_efficiency"]
+    assert "0.16" in low["attention_flops_efficiency"][1] and "fix:" in low["attention_flops_efficiency"][1]
+    assert implausible(replace(vllm, attention_flops_efficiency=0.54, request_overhead_s=0.005), fitted) == {}
+    assert implausible(replace(vllm, attention_flops_efficiency=0.16, request_overhead_s=0.005), []) == {}
+    # TensorRT-LLM 1.x's fitted 147 ms request cost stands in for a TTFT floor: over the 20 ms a request's own work takes
+    assert "147 ms" in implausible(load_engine("tensorrt-llm-1"), fitted)["request_overhead_s"][1]
