@@ -30,7 +30,7 @@ import numpy as np
 from ..deployment import Deployment
 from ..scheduler import MIXED
 from ..sharding import whole
-from .mixed_step import attention_seconds, dense_seconds
+from .mixed_step import attention_seconds, dense_seconds, rank_excess_per_token, rank_excess_seconds
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
@@ -102,7 +102,18 @@ class StepCost:
         seconds = self.dense(sequences, tokens)
         if decoding:
             seconds += self.attention(decoding, 1, float(np.mean(decode_contexts)))
+        if prefills:
+            chunk = max(size for size, _ in prefills)
+            seconds += float(rank_excess_seconds(self.rank_excess_per_token(chunk), self.deployment.ep,
+                                                 sum(size for size, _ in prefills), len(prefills)))
         return seconds + sum(self.attention(1, chunk, end) for chunk, end in prefills)
+
+    def rank_excess_per_token(self, chunk: int) -> float:
+        """A prefill token's work on its own expert-parallel rank (mixed_step.rank_excess_per_token; 0 without ep)."""
+        key = ("excess", chunk)
+        if key not in self.cache:
+            self.cache[key] = rank_excess_per_token(self.deployment, chunk)
+        return self.cache[key]
 
 
 @dataclass

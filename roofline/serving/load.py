@@ -30,7 +30,7 @@ from ..scheduler import MIXED, PREFILL_FIRST, STEP_POLICIES
 from ..sharding import whole
 from .batching import engine_terms
 from .mixed_policy import MixedSteps
-from .mixed_step import StepTable, prefill_attention_seconds
+from .mixed_step import StepTable, prefill_attention_seconds, rank_excess_per_token, rank_excess_seconds
 from .prefill_first import PrefillFirstSteps
 
 BISECTIONS = 32  # halvings of log τ̄: 2^-32 of the bracket, ~1e-9 of τ̄, far below the fits' 1e-3 difference step
@@ -112,10 +112,20 @@ class LoadModel:
         # the table's grid reaches the largest step the step model takes
         self.table = StepTable(d, float(self.step_model.largest_step_tokens))
         self._prefill_attention: dict = {}
+        self._rank_excess_per_token: float | None = None
 
     def decoders_attention(self, n):
         """`n` decoders' attention at the mean context (StepTable.decode_attention)."""
         return self.table.decode_attention(n, self.P + self.G / 2)
+
+    def rank_excess(self, tokens, prompts):
+        """What `prompts` prompts' chunks of `tokens` prefill tokens in all add to a step under expert parallelism,
+        beyond the dense rows' even share (mixed_step.rank_excess_seconds, at the budget's chunk; 0 without ep)."""
+        if self.d.ep == 1:
+            return 0.0
+        if self._rank_excess_per_token is None:
+            self._rank_excess_per_token = rank_excess_per_token(self.d, min(self.P, self.policy.token_budget))
+        return rank_excess_seconds(self._rank_excess_per_token, self.d.ep, tokens, prompts)
 
     def prefill_attention(self, chunks: np.ndarray) -> np.ndarray:
         """A prompt's prefill attention cut into `chunks` equal chunks (the pricer's, per distinct count)."""

@@ -58,7 +58,8 @@ class MixedSteps:
         per_prompt = model.prefill_attention(k) / P
 
         def carrying(tokens, prompts):  # tokens of prefill from `prompts` prompts beside the n decoders
-            return model.table.dense(n + prompts, n + tokens) + model.decoders_attention(n) + tokens * per_prompt
+            return (model.table.dense(n + prompts, n + tokens) + model.decoders_attention(n) + tokens * per_prompt
+                    + model.rank_excess(tokens, prompts))
 
         out = {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)), "chunks": k,
                "room": room, "phi": phi, "q": q, "prefill_tokens": prefill_tokens}
@@ -145,7 +146,8 @@ class MixedSteps:
         prefill = budget - decoders
         k = math.ceil(P / max(prefill, 1.0))
         full = (float(model.table.dense(decoders + prefill * k / P, budget)) + float(model.decoders_attention(decoders))
-                + prefill * float(model.prefill_attention(np.array([k]))[0]) / P)
+                + prefill * float(model.prefill_attention(np.array([k]))[0]) / P
+                + float(model.rank_excess(prefill, prefill * k / P)))
         return budget / ((P + G - 1) * full)
 
     def closed_loop(self, concurrency: np.ndarray, requests=None) -> dict:
