@@ -25,6 +25,7 @@ import numpy as np
 from ..deployment import OVERHEAD_GROUP, SEQUENCES_OP, Deployment
 from ..engine import KERNEL
 from ..model import QUERIES
+from .attention_dp import balances, chunk_share
 
 HEAD_GROUP = "head"  # the final norm and the LM head: one row a sequence under logits='last'
 TABLE_POINTS = 256  # grid points per table; geometric, 1 token to the budget
@@ -76,8 +77,10 @@ def dense_seconds(d: Deployment, sequences, tokens):
 def rank_excess_per_token(d: Deployment, chunk: int) -> float:
     """Under expert parallelism, seconds a prefill token's dense layers, shared experts, router and all-to-all send
     take on the one rank that holds its sequence (Deployment.busiest_rank_sequences), at a chunk of `chunk` tokens:
-    (alone − even share) / (chunk (1 − 1/e)), the pricer's both ways; 0 without expert parallelism."""
-    if d.ep == 1:
+    (alone − even share) / (chunk (1 − 1/e)), the pricer's both ways; 0 without expert parallelism, and where the engine
+    holds prompts until every rank has one, so that each rank runs its own chunk beside the others' (the even share:
+    roofline.serving.attention_dp)."""
+    if d.ep == 1 or balances(d):
         return 0.0
     rows, attention, per_sequence = _rows(d, 1.0, float(chunk), float(chunk))
     alone = float(np.ravel(_sum(rows, ~attention & ~per_sequence))[0])
@@ -127,7 +130,8 @@ def mixed_step_seconds(d: Deployment, decode_contexts, chunks=()) -> float:
         prefill = sum(size for size, _ in chunks)
         seconds += float(rank_excess_seconds(rank_excess_per_token(d, max(size for size, _ in chunks)), d.ep, prefill,
                                              len(chunks)))
-    return seconds + sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in chunks)
+    attention = sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in chunks)
+    return seconds + chunk_share(d) * attention
 
 
 @dataclass(frozen=True)
