@@ -25,7 +25,10 @@ tensorrt_llm/_torch/pyexecutor/), then each rank schedules its own. Two rules fo
         prompts are rare (the clock's half period), 0 without data parallelism. The source releases at once while some
         rank holds no decoder: held only with at least e decoders running (the placement splits them evenly).
 Left out: batching_wait_iters (the rows' launch configs set 0; a rank with fewer context requests waits that many more
-steps), and a step released by the timeout with some ranks still empty (priced at the even share too).
+steps); a step released by the timeout with some ranks still empty (priced at the even share too); a closed loop's
+cohorts (prompts that return together fill the ranks at once and wait less: the wait takes Poisson arrivals, as the
+load model's steady state does); and a release larger than the budget (TensorRT-LLM's max_num_tokens is each rank's:
+the simulator's gate holds what a step leaves over until the next release).
 """
 from __future__ import annotations
 
@@ -43,8 +46,8 @@ def balances(d: Deployment) -> bool:
 
 def chunk_share(d: Deployment) -> float:
     """The share of a step's prefill chunks' attention that its busiest rank runs: 1/e where the engine balances (the
-    chunks released together, one a rank: the even share, as the dense rows' and the decoders'), else 1 (the chunks
-    priced as the branch of one rank holding them; roofline.serving.mixed_step)."""
+    chunks released together, one a rank: the even share, as the dense rows' and the decoders'), else 1 (each chunk's
+    whole attention, as on the one rank that holds it; roofline.serving.mixed_step)."""
     return 1 / d.ep if balances(d) else 1.0
 
 
