@@ -246,30 +246,49 @@ class Deployment:
         compiled = self.phase(phase, queries)
         per_sequence = {PREFILL: context, DECODE: 1.0, QUERIES: queries}[phase]
         sequences = np.asarray(batch, dtype=float)
-        return self.price(compiled, self.components(compiled, batch, context), sequences * per_sequence, sequences)
+        rank_tokens = self.busiest_rank_sequences(sequences, per_sequence) * per_sequence
+        return self.price(compiled, self.components(compiled, batch, context, per_sequence),
+                          sequences * per_sequence, sequences, rank_tokens)
 
-    def price(self, compiled: CompiledPhase, components, tokens, sequences) -> Step:
+    def price(self, compiled: CompiledPhase, components, tokens, sequences, rank_tokens=None) -> Step:
         """The step of counts already taken (`components`, or their stacked array), over `tokens` = B·T rows from
-        `sequences` = B sequences."""
+        `sequences` = B sequences; `rank_tokens` the rows the busiest expert-parallel rank sends to the all-to-all
+        (default its mean-field share, B·T/e)."""
         times = step_times(components, compiled, self.roofs_for(compiled, components, tokens))
-        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens),
+        return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens, rank_tokens),
                            self.fixed_rows(sequences))
 
-    def components(self, compiled: CompiledPhase, batch, context) -> list[tuple]:
-        """Per op the counts one GPU sees: under expert parallelism its own B/e sequences, and 1/e of
-        the whole batch's routed-expert work (uniform routing)."""
+    def busiest_rank_sequences(self, batch, queries):
+        """Sequences the busiest attention data-parallel rank runs in a step of `batch` sequences of `queries`
+        tokens each (ep = e ranks). A sequence lives on the one rank that holds its cache, so its attention,
+        dense layers, shared experts and router run there alone, and every rank waits for the slowest at each
+        MoE layer's all-to-all: a step of n prompts or prefill chunks (queries > 1) costs ⌈n/e⌉ of them (one whole
+        prompt when n < e, e times the even share). Decoders (one token each) are many and balance: B/e, the mean
+        field. Routed experts stay 1/e of the whole batch (the all-to-all spreads their tokens; `components`)."""
+        batch = np.asarray(batch, dtype=float)
+        if self.ep == 1:
+            return batch
+        return np.where(np.asarray(queries, dtype=float) > 1, np.ceil(batch / self.ep), batch / self.ep)
+
+    def components(self, compiled: CompiledPhase, batch, context, queries=None) -> list[tuple]:
+        """Per op the counts one GPU sees: under expert parallelism the busiest rank's own sequences
+        (`busiest_rank_sequences`; `queries` tokens each, default a prefill's context or one decode token), and
+        1/e of the whole batch's routed-expert work (uniform routing)."""
         widths = self.precision.byte_widths
         if self.ep == 1 and np.size(batch) == 1 and np.size(context) == 1:  # one point: a (ops, counts) array
             return compiled.point(float(np.ravel(batch)[0]), float(np.ravel(context)[0]), widths)
         if self.ep == 1:
             return compiled.parts(batch, context, widths)
-        own = compiled.parts(np.asarray(batch, dtype=float) / self.ep, context, widths)
+        if queries is None:
+            queries = context if compiled.phase == PREFILL else 1.0
+        own = compiled.parts(self.busiest_rank_sequences(batch, queries), context, widths)
         whole_batch = compiled.parts(batch, context, widths)
         return [tuple(v / self.ep for v in w) if is_routed(name) else o
                 for name, o, w in zip(compiled.ops, own, whole_batch)]
 
-    def collectives(self, tokens) -> list[tuple[OpName, int, np.ndarray]]:
-        """Collectives of one step over `tokens` = B·T activation rows: (name, count, seconds of all)."""
+    def collectives(self, tokens, rank_tokens=None) -> list[tuple[OpName, int, np.ndarray]]:
+        """Collectives of one step over `tokens` = B·T activation rows: (name, count, seconds of all); under expert
+        parallelism the busiest rank sends its `rank_tokens` rows (default B·T/e)."""
         if self.gpus_per_replica == 1:
             return []
         bandwidth, latency = self.link()
@@ -281,9 +300,10 @@ class Deployment:
                         count * allreduce_time(tokens * row_bytes, self.tp, bandwidth, self.allreduce_latency(latency))))
         if self.pp > 1:  # each stage hands its activations to the next
             out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
-        if self.ep > 1:  # each GPU sends its B·T/e tokens' k rows, less those staying on it
+        if self.ep > 1:  # the busiest GPU sends its own tokens' k rows, less those staying on it
             count = ALLTOALLS_PER_MOE_LAYER * self.config.layer_mlp.count(MOE)
-            sent = alltoall_send_bytes(tokens / self.ep, self.config.top_k, row_bytes, self.ep)
+            own = tokens / self.ep if rank_tokens is None else rank_tokens
+            sent = alltoall_send_bytes(own, self.config.top_k, row_bytes, self.ep)
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 

@@ -13,6 +13,10 @@ max_running_requests, TensorRT-LLM max_batch_size). How a step is filled, `step_
 overlap_steps: steps a new request waits beyond today's admission because the engine schedules step n + 1 on the
 host while step n runs on the GPU (TensorRT-LLM's overlap scheduler, on unless disable_overlap_scheduler): a request
 that arrives during step n missed step n + 1's batch and joins step n + 2. 0 (absent): admitted at the next step.
+attention_dp_balance_steps: under attention data parallelism (Deployment.ep), the steps a prompt is held at most until
+every rank holds one, so that all ranks run their chunks in the same step (TensorRT-LLM attention_dp_config
+enable_balance with timeout_iters; roofline.serving.attention_dp gives the rule and its wait). 0 (absent): each rank
+runs its own prompts as they come, the step waiting for the busiest (TensorRT-LLM's default, vLLM's, SGLang's).
 These are the engine's defaults, each with its source (data/engines/*.yaml `scheduler:`); the load model
 (roofline.serving.load.Policy) takes them. Not fitted: a default is read, not measured.
 """
@@ -25,7 +29,8 @@ from .userfile import sourced_section
 
 MIXED, PREFILL_FIRST = "mixed", "prefill_first"
 STEP_POLICIES = (MIXED, PREFILL_FIRST)
-COUNTS = ("token_budget", "max_sequences", "overlap_steps")
+COUNTS = ("token_budget", "max_sequences", "overlap_steps", "attention_dp_balance_steps")
+OPTIONAL = ("overlap_steps", "attention_dp_balance_steps")  # 0 when absent from the file, and left out of it
 KEYS = (*COUNTS, "step_policy")
 
 
@@ -36,12 +41,13 @@ class Scheduler:
     overlap_steps: int = 0  # steps scheduled ahead of the one running: a new request waits that many more
     sources: dict = field(default_factory=dict)  # key -> where its value comes from
     step_policy: str = MIXED  # how a step is filled (the module docstring)
+    attention_dp_balance_steps: int = 0  # steps a prompt waits at most for every data-parallel rank to hold one
 
     def __post_init__(self):
+        fixes = {"overlap_steps": "0 or 1 (1: the engine schedules the next step while one runs)",
+                 "attention_dp_balance_steps": "0 (no balancing) or TensorRT-LLM's attention_dp_config.timeout_iters"}
         for name in COUNTS:
-            whole(f"scheduler.{name}", getattr(self, name), low=0 if name == "overlap_steps" else 1,
-                  fix="0 or 1 (1: the engine schedules the next step while one runs)" if name == "overlap_steps"
-                  else "")
+            whole(f"scheduler.{name}", getattr(self, name), low=0 if name in OPTIONAL else 1, fix=fixes.get(name, ""))
         if self.step_policy not in STEP_POLICIES:
             raise ValueError(f"scheduler.step_policy: unknown policy {self.step_policy!r}; fix: one of "
                              f"{', '.join(STEP_POLICIES)}")
@@ -50,8 +56,8 @@ class Scheduler:
                              f"{self.max_sequences} decoders and a prefill chunk; fix: a budget above max_sequences")
 
     def as_document(self) -> dict:
-        # absent from the file, as engines without one read: overlap_steps 0, step_policy mixed
-        shown = [n for n in KEYS if not (n == "overlap_steps" and not self.overlap_steps)
+        # absent from the file, as engines without one read: overlap_steps 0, attention_dp_balance_steps 0, mixed
+        shown = [n for n in KEYS if not (n in OPTIONAL and not getattr(self, n))
                  and not (n == "step_policy" and self.step_policy == MIXED and n not in self.sources)]
         return {name: {"value": getattr(self, name), "source": self.sources.get(name, "")} for name in shown}
 

@@ -92,3 +92,43 @@ def test_bad_expert_parallel_input_is_a_clear_error(kwargs, field):
     batch = args.pop("batch")
     with pytest.raises(ValueError, match=field):
         analyze_expert_parallel(Deployment.of(**args), batch)
+
+
+def _flops(d: Deployment, phase, batch: float, context: float) -> tuple[float, float]:
+    """(non-expert, routed-expert) FLOPs of the busiest GPU's step, from the pricer's own counts."""
+    from roofline.sharding import is_routed
+    compiled = d.phase(phase)
+    counts = d.components(compiled, batch, context)
+    rows = [(is_routed(name), float(np.sum(c[0]))) for name, c in zip(compiled.ops, counts)]
+    return sum(f for routed, f in rows if not routed), sum(f for routed, f in rows if routed)
+
+
+def test_one_prompt_under_expert_parallelism_runs_its_dense_work_on_one_rank_and_spreads_its_experts():
+    # Mixtral-8x7B (D 4096, F 14336, k 2 of 8 experts) over e = 8 GPUs, one prompt of 2048 tokens
+    prompt, e = 2048.0, 8
+    one, eight = (Deployment.of("mixtral-8x7b", H100, ep=n) for n in (1, e))
+    dense_one, experts_one = _flops(one, "prefill", 1.0, prompt)
+    dense_eight, experts_eight = _flops(eight, "prefill", 1.0, prompt)
+    assert experts_one == pytest.approx(32 * prompt * 2 * 3 * 2 * 4096 * 14336, rel=1e-3)  # 3 GEMMs, 2 experts a token
+    assert dense_eight == pytest.approx(dense_one)  # the whole prompt's, not the mean field's 1/e of it
+    assert experts_eight == pytest.approx(experts_one / e)
+    # the busy rank sends its whole prompt's k rows to the all-to-all: T k D b_a (e - 1)/e bytes
+    comm = eight.collectives(prompt, eight.busiest_rank_sequences(1.0, prompt) * prompt)
+    sent = prompt * 2 * 4096 * 2 * 7 / 8
+    assert float(comm[0][2]) == pytest.approx(2 * 32 * (10e-6 + sent / 450e9))
+    # e prompts balance: one each, the mean field; decoders stay the mean field too (B/e each)
+    assert _flops(eight, "prefill", 8.0, prompt)[0] == pytest.approx(dense_one)
+    assert _flops(eight, "prefill", 9.0, prompt)[0] == pytest.approx(2 * dense_one)  # ⌈9/8⌉ prompts on the busiest
+    assert _flops(eight, "decode", 64.0, 512.0)[0] == pytest.approx(_flops(one, "decode", 8.0, 512.0)[0])
+    # a lone prompt's step is dearer than the mean field's (1/e of e prompts' step), cheaper than e prompts'
+    lone, full = (float(np.ravel(eight.step("prefill", b, prompt).total_s)[0]) for b in (1.0, 8.0))
+    assert full / e < lone < full
+
+
+def test_a_steps_chunks_add_their_rank_excess_until_they_fill_every_rank():
+    from roofline.serving.mixed_step import rank_excess_per_token, rank_excess_seconds
+    assert rank_excess_seconds(1.0, 8, 800.0, 1.0) == pytest.approx(700.0)  # one chunk: all but its 1/e share
+    assert rank_excess_seconds(1.0, 8, 800.0, 2.0) == pytest.approx(300.0)  # 400 on the busiest, 100 its share
+    assert rank_excess_seconds(1.0, 8, 800.0, 8.0) == 0.0 and rank_excess_seconds(1.0, 8, 800.0, 16.0) == 0.0
+    assert rank_excess_per_token(Deployment.of("mixtral-8x7b", H100, ep=1), 2048) == 0.0
+    assert rank_excess_per_token(Deployment.of("mixtral-8x7b", H100, ep=8), 2048) > 0.0

@@ -30,7 +30,8 @@ import numpy as np
 from ..deployment import Deployment
 from ..scheduler import MIXED
 from ..sharding import whole
-from .mixed_step import attention_seconds, dense_seconds
+from .attention_dp import BalanceGate, chunk_share
+from .mixed_step import attention_seconds, dense_seconds, rank_excess_per_token, rank_excess_seconds
 
 STATIC, CONTINUOUS = "static", "continuous"
 POLICIES = (STATIC, CONTINUOUS)
@@ -102,7 +103,18 @@ class StepCost:
         seconds = self.dense(sequences, tokens)
         if decoding:
             seconds += self.attention(decoding, 1, float(np.mean(decode_contexts)))
-        return seconds + sum(self.attention(1, chunk, end) for chunk, end in prefills)
+        if prefills:
+            chunk = max(size for size, _ in prefills)
+            seconds += float(rank_excess_seconds(self.rank_excess_per_token(chunk), self.deployment.ep,
+                                                 sum(size for size, _ in prefills), len(prefills)))
+        return seconds + chunk_share(self.deployment) * sum(self.attention(1, chunk, end) for chunk, end in prefills)
+
+    def rank_excess_per_token(self, chunk: int) -> float:
+        """A prefill token's work on its own expert-parallel rank (mixed_step.rank_excess_per_token; 0 without ep)."""
+        key = ("excess", chunk)
+        if key not in self.cache:
+            self.cache[key] = rank_excess_per_token(self.deployment, chunk)
+        return self.cache[key]
 
 
 @dataclass
@@ -188,7 +200,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
                         request_overhead_s: float = 0.0, prompts_cached: bool = False,
-                        clients: int | None = None, overlap_steps: int = 0, mixed: bool = True) -> Result:
+                        clients: int | None = None, overlap_steps: int = 0, mixed: bool = True, ranks: int = 1,
+                        balance_steps: int = 0) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -202,7 +215,9 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     clients: a closed loop of that many requests in flight (the module docstring). overlap_steps: steps whose batch
     the engine forms while earlier ones run (roofline.scheduler); an idle engine batches at once. mixed=False: prefill
     first (SGLang's default, roofline.scheduler.PREFILL_FIRST): a step with prompt tokens to run carries them alone, up
-    to chunk_tokens, and the running decoders wait for the next step without prompts."""
+    to chunk_tokens, and the running decoders wait for the next step without prompts. ranks, balance_steps: attention
+    data-parallel ranks whose engine holds prompts until every rank has one, at most balance_steps steps
+    (roofline.serving.attention_dp.BalanceGate; 0: run as they come)."""
     n = len(work.arrivals)
     if clients is not None:
         whole("clients", clients)
@@ -231,6 +246,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     issued = n if clients is None else min(clients, n)  # closed loop: requests sent so far
     whole("overlap_steps", overlap_steps, low=0)
     starts = deque([0.0] * overlap_steps, maxlen=overlap_steps + 1)  # the latest steps' start times, oldest first
+    gate = BalanceGate(ranks, balance_steps)
     while arrived < n or waiting or running:
         if not waiting and not running:
             now = max(now, ready[arrived])
@@ -246,6 +262,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                 break
             held[r] = cost_units
             in_use += cost_units
+            gate.place(r, running)
             running.append(waiting.popleft())
         decoders = [r for r in running if prefilled[r] == target[r]]
         if not mixed and len(decoders) < len(running):  # prompts to run: a prefill step, the decoders paused
@@ -267,6 +284,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                 held[r] += extra
                 in_use += extra
         budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)  # (none when not mixed)
+        if not gate.releases([r for r in running if prefilled[r] < target[r]], decoders):
+            budget = 0  # held for every attention data-parallel rank to hold a prompt
         chunks = []
         for r in running:
             if prefilled[r] < target[r] and budget > 0:
@@ -305,11 +324,13 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 
 def engine_terms(d: Deployment) -> dict:
     """What the engine's profile tells simulate_continuous: its per-request cost, the steps its scheduler batches
-    ahead, and whether its steps mix prompts with decode tokens (roofline.scheduler). Every caller that simulates a
+    ahead, whether its steps mix prompts with decode tokens, and how it balances prompts over attention data-parallel
+    ranks (roofline.scheduler). Every caller that simulates a
     Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
     scheduler = d.engine.scheduler
     return {"request_overhead_s": d.engine.request_overhead_s, "overlap_steps": scheduler.overlap_steps,
-            "mixed": scheduler.step_policy == MIXED}
+            "mixed": scheduler.step_policy == MIXED, "ranks": d.ep,
+            "balance_steps": scheduler.attention_dp_balance_steps}
 
 
 def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch: int = 256,

@@ -2,7 +2,8 @@
 
 Each of the e GPUs holds E/e routed experts and a full copy of everything else (attention, dense
 MLPs, shared experts, router, embedding, head), and runs attention for its own B/e of the batch's
-sequences (data-parallel attention, as DeepSeek-V3's decode deployment does). Under uniform top-k
+sequences (data-parallel attention, as DeepSeek-V3's decode deployment does; a prefill's prompts are whole on
+their ranks, the busiest one setting the step: Deployment.busiest_rank_sequences). Under uniform top-k
 routing of the batch's B·T tokens, a GPU's expert work is 1/e of the whole batch's: B·T·k/e token
 rows, and (E/e)·(1 − (1 − k/E)^(B·T)) distinct experts read, never all E/e at batch 1. Around each
 MoE layer a dispatch and a combine all-to-all move the rows whose expert lives on another GPU:

@@ -33,7 +33,8 @@ def first_wave(model, clients: int) -> np.ndarray:
         take = min(budget - decoders, members * P - prefilled)
         prompts = math.ceil((prefilled + take) / P) - math.floor(prefilled / P)  # prompts this step touches
         now += float(model.table.dense(float(decoders + prompts), float(decoders + take))
-                     + (model.decoders_attention(float(decoders)) if decoders else 0.0) + take * per_token)
+                     + (model.decoders_attention(float(decoders)) if decoders else 0.0) + take * per_token
+                     + model.rank_excess(float(take), float(prompts)))
         prefilled += take
         firsts += [now] * (int(prefilled // P) - len(firsts))
     return np.array(firsts)

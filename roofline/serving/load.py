@@ -9,7 +9,8 @@ and its wait for the budget, the budget's saturating rate in closed form, and th
   TTFT = residual of the step in progress E[τ²] / 2τ̄ (open loop) + waiting for the budget + the prompt's own
          prefill + the engine's per-request cost + s τ̄ under an engine that schedules s steps ahead (roofline.scheduler
          overlap_steps; TensorRT-LLM's overlap scheduler, s = 1: the step after the one in progress was batched before
-         the request arrived)
+         the request arrived) + the wait for every attention data-parallel rank to hold a prompt, where the engine
+         balances them (roofline.serving.attention_dp)
   E2E = TTFT + (G − 1) TPOT;  in flight = λ E2E (Little);  goodput = λ G output tokens/s.
 Saturation: the budget full (the step model's closed form), the running batch at max_batch, or the KV pool unable to
 hold λ·E2E sequences, whichever binds first (found numerically).
@@ -28,9 +29,10 @@ from ..deployment import Deployment
 from ..memory import workspace
 from ..scheduler import MIXED, PREFILL_FIRST, STEP_POLICIES
 from ..sharding import whole
+from .attention_dp import balance_wait_seconds, balances, chunk_share
 from .batching import engine_terms
 from .mixed_policy import MixedSteps
-from .mixed_step import StepTable, prefill_attention_seconds
+from .mixed_step import StepTable, prefill_attention_seconds, rank_excess_per_token, rank_excess_seconds
 from .prefill_first import PrefillFirstSteps
 
 BISECTIONS = 32  # halvings of log τ̄: 2^-32 of the bracket, ~1e-9 of τ̄, far below the fits' 1e-3 difference step
@@ -112,17 +114,36 @@ class LoadModel:
         # the table's grid reaches the largest step the step model takes
         self.table = StepTable(d, float(self.step_model.largest_step_tokens))
         self._prefill_attention: dict = {}
+        self._rank_excess_per_token: float | None = None
 
     def decoders_attention(self, n):
         """`n` decoders' attention at the mean context (StepTable.decode_attention)."""
         return self.table.decode_attention(n, self.P + self.G / 2)
 
+    def rank_excess(self, tokens, prompts):
+        """What `prompts` prompts' chunks of `tokens` prefill tokens in all add to a step under expert parallelism,
+        beyond the dense rows' even share (mixed_step.rank_excess_seconds, at the budget's chunk; 0 without ep)."""
+        if self.d.ep == 1:
+            return 0.0
+        if self._rank_excess_per_token is None:
+            self._rank_excess_per_token = rank_excess_per_token(self.d, min(self.P, self.policy.token_budget))
+        return rank_excess_seconds(self._rank_excess_per_token, self.d.ep, tokens, prompts)
+
+    def balance_wait(self, rate, tau, decoders) -> np.ndarray:
+        """Seconds a prompt is held for every attention data-parallel rank to hold one, at `rate` requests/s, mean
+        step `tau` and `decoders` running (roofline.serving.attention_dp; 0 where the engine does not balance)."""
+        if not balances(self.d):
+            return np.zeros(np.broadcast(rate, tau, decoders).shape)
+        return balance_wait_seconds(rate, self.d.ep, self.d.engine.scheduler.attention_dp_balance_steps, tau, decoders)
+
     def prefill_attention(self, chunks: np.ndarray) -> np.ndarray:
-        """A prompt's prefill attention cut into `chunks` equal chunks (the pricer's, per distinct count)."""
+        """A prompt's prefill attention cut into `chunks` equal chunks (the pricer's, per distinct count; its busiest
+        rank's share where the engine balances prompts over attention data-parallel ranks, attention_dp.chunk_share)."""
         out = np.empty(np.shape(chunks))
         for k in np.unique(chunks):
             if k not in self._prefill_attention:
-                self._prefill_attention[k] = prefill_attention_seconds(self.d, self.P, math.ceil(self.P / k))
+                self._prefill_attention[k] = (prefill_attention_seconds(self.d, self.P, math.ceil(self.P / k))
+                                              * chunk_share(self.d))
             out[chunks == k] = self._prefill_attention[k]
         return out
 
@@ -161,7 +182,8 @@ class LoadModel:
         service, wait = self.step_model.own_prefill(rate, s), self.step_model.budget_wait(rate, s)
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         scheduled_ahead = self.overlap_steps * tau  # steps batched before it arrived
-        ttft = residual + wait + scheduled_ahead + service + self.request_overhead_s
+        balance = self.balance_wait(rate, tau, s["decoders"])
+        ttft = residual + wait + scheduled_ahead + balance + service + self.request_overhead_s
         tpot = s["tpot_s"]
         e2e = ttft + (self.G - 1) * tpot
         in_flight = rate * e2e
@@ -173,7 +195,7 @@ class LoadModel:
                 "tpot_inflation": nan(tpot / s["decode_step_s"] - 1), "step_s": nan(tau),
                 "prefill_share": nan(s["prefill_share"]),
                 "ttft_queue_s": nan(residual + wait), "ttft_prefill_s": nan(service),
-                "ttft_scheduled_ahead_s": nan(scheduled_ahead),
+                "ttft_scheduled_ahead_s": nan(scheduled_ahead), "ttft_balance_wait_s": nan(balance),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
 
     def terms(self, rate: float) -> dict:

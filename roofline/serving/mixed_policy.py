@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from .attention_dp import released_beside
 from .first_wave import run_mean_ttft
 
 CURVE_POINTS = 512  # closed loop: the open-loop curve it inverts
@@ -58,7 +59,8 @@ class MixedSteps:
         per_prompt = model.prefill_attention(k) / P
 
         def carrying(tokens, prompts):  # tokens of prefill from `prompts` prompts beside the n decoders
-            return model.table.dense(n + prompts, n + tokens) + model.decoders_attention(n) + tokens * per_prompt
+            return (model.table.dense(n + prompts, n + tokens) + model.decoders_attention(n) + tokens * per_prompt
+                    + model.rank_excess(tokens, prompts))
 
         out = {"decode": carrying(0.0, 0.0), "mixed": carrying(q, np.maximum(q * k / P, 1.0)), "chunks": k,
                "room": room, "phi": phi, "q": q, "prefill_tokens": prefill_tokens}
@@ -104,7 +106,10 @@ class MixedSteps:
         prompts = np.maximum(at["q"] / model.P, 1.0)
         spread = np.where(at["chunks"] == 1, (at["mixed"] - at["decode"]) ** 2 / prompts, 0.0)
         second_moment = (1 - phi) * at["decode"] ** 2 + phi * (at["mixed"] ** 2 + spread)
-        beside = self.parts(m + dispersion - 1, rate, tau, rate * second_moment / tau * model.P)
+        # (where the engine balances prompts over attention data-parallel ranks, its own chunk runs beside the e − 1
+        # released with it: roofline.serving.attention_dp)
+        companions = np.maximum(rate * second_moment / tau, released_beside(model.d)) * model.P
+        beside = self.parts(m + dispersion - 1, rate, tau, companions)
         with np.errstate(divide="ignore", invalid="ignore"):
             phi_seen = np.minimum(np.where(m > 1e-12, phi * (m + dispersion - 1) / m, phi), 1.0)
         return {"step_s": mean, "tpot_s": (1 - phi_seen) * seen["decode"] + phi_seen * seen["mixed"],
@@ -145,7 +150,8 @@ class MixedSteps:
         prefill = budget - decoders
         k = math.ceil(P / max(prefill, 1.0))
         full = (float(model.table.dense(decoders + prefill * k / P, budget)) + float(model.decoders_attention(decoders))
-                + prefill * float(model.prefill_attention(np.array([k]))[0]) / P)
+                + prefill * float(model.prefill_attention(np.array([k]))[0]) / P
+                + float(model.rank_excess(prefill, prefill * k / P)))
         return budget / ((P + G - 1) * full)
 
     def closed_loop(self, concurrency: np.ndarray, requests=None) -> dict:

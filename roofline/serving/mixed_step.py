@@ -11,6 +11,9 @@ tokens and, through the head and the engine's per-sequence host work, on the seq
 `StepTable` samples the same pricer on a grid of token counts once, for the steady-state load model
 (roofline.serving.load), which evaluates thousands of steps per load curve: each op's time is the pricer's
 at the grid's points and linear between them (the roofline is piecewise linear in the tokens).
+Under expert parallelism (attention data parallel) the dense rows are the tokens' even share over the ranks;
+a step's prefill chunks add their extra work on the ranks holding their sequences where they leave ranks
+without one (`rank_excess_seconds`: Deployment.busiest_rank_sequences).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import numpy as np
 from ..deployment import OVERHEAD_GROUP, SEQUENCES_OP, Deployment
 from ..engine import KERNEL
 from ..model import QUERIES
+from .attention_dp import balances, chunk_share
 
 HEAD_GROUP = "head"  # the final norm and the LM head: one row a sequence under logits='last'
 TABLE_POINTS = 256  # grid points per table; geometric, 1 token to the budget
@@ -42,18 +46,60 @@ def _sum(rows: list, keep: np.ndarray):
     return sum(chosen[1:], chosen[0]) if chosen else np.float64(0.0)
 
 
-def dense_seconds(d: Deployment, sequences, tokens):
-    """Ops that do not read the cache (collectives and fixed overheads included) over `tokens` flattened
-    tokens from `sequences` sequences (arrays broadcast)."""
+def _spread_body(d: Deployment, tokens, sequences=1.0):
+    """The rows that neither read the cache nor scale with the sequences, over `tokens` flattened tokens from
+    `sequences` sequences, spread evenly over any expert-parallel ranks: priced as e times the sequences, each with
+    1/e of their tokens, so the busiest rank (Deployment.busiest_rank_sequences) holds tokens/e (e = 1: as given)."""
     sequences = np.maximum(np.asarray(sequences, dtype=float), 1.0)
     queries = np.asarray(tokens, dtype=float) / sequences
     # (the attention rows, dropped, are priced at context = queries: fewer keys than queries is no step)
-    rows, attention, _ = _rows(d, sequences, np.maximum(queries, 1.0), queries)
-    return _sum(rows, ~attention)
+    rows, attention, per_sequence = _rows(d, sequences * d.ep, np.maximum(queries, 1.0), queries / d.ep)
+    return _sum(rows, ~attention & ~per_sequence)
+
+
+def _per_sequence(d: Deployment, sequences):
+    """The head and the engine's per-sequence host work for `sequences` sequences."""
+    sequences = np.maximum(np.asarray(sequences, dtype=float), 1.0)
+    rows, _, per_sequence = _rows(d, sequences, 1.0, np.ones_like(sequences))
+    return _sum(rows, per_sequence)
+
+
+def dense_seconds(d: Deployment, sequences, tokens):
+    """Ops that do not read the cache (collectives and fixed overheads included) over `tokens` flattened
+    tokens from `sequences` sequences (arrays broadcast), spread evenly over any expert-parallel ranks (a prefill
+    chunk's excess on its own rank is `rank_excess_seconds`)."""
+    sequences = np.maximum(np.asarray(sequences, dtype=float), 1.0)
+    queries = np.asarray(tokens, dtype=float) / sequences
+    rows, _, per_sequence = _rows(d, sequences, np.maximum(queries, 1.0), queries)
+    return _spread_body(d, tokens, sequences) + _sum(rows, per_sequence)
+
+
+def rank_excess_per_token(d: Deployment, chunk: int) -> float:
+    """Under expert parallelism, seconds a prefill token's dense layers, shared experts, router and all-to-all send
+    take on the one rank that holds its sequence (Deployment.busiest_rank_sequences), at a chunk of `chunk` tokens:
+    (alone − even share) / (chunk (1 − 1/e)), the pricer's both ways; 0 without expert parallelism, and where the engine
+    holds prompts until every rank has one, so that each rank runs its own chunk beside the others' (the even share:
+    roofline.serving.attention_dp)."""
+    if d.ep == 1 or balances(d):
+        return 0.0
+    rows, attention, per_sequence = _rows(d, 1.0, float(chunk), float(chunk))
+    alone = float(np.ravel(_sum(rows, ~attention & ~per_sequence))[0])
+    share = float(np.ravel(_spread_body(d, float(chunk)))[0])
+    return max(alone - share, 0.0) / (chunk * (1 - 1 / d.ep))
+
+
+def rank_excess_seconds(per_token: float, ep: int, tokens, chunks):
+    """What `chunks` prefill chunks of `tokens` tokens in all add to a step beyond the even share `dense_seconds`
+    prices, `per_token` from `rank_excess_per_token`. Each chunk runs whole on its sequence's rank and the step waits
+    for the busiest: with m chunks on distinct ranks it holds max(1, m/e) chunks of tokens/m, where the even share is
+    tokens/e, so tokens · max(1/m − 1/e, 0) extra (one chunk: its (1 − 1/e); e or more: balanced, none)."""
+    chunks = np.maximum(np.asarray(chunks, dtype=float), 1.0)
+    return per_token * np.asarray(tokens, dtype=float) * np.maximum(1 / chunks - 1 / ep, 0.0)
 
 
 def attention_seconds(d: Deployment, sequences, queries, context):
-    """Cache-reading ops for `sequences` sequences of `queries` new tokens each, ending at `context` keys."""
+    """Cache-reading ops for `sequences` sequences of `queries` new tokens each, ending at `context` keys (under
+    expert parallelism, the busiest rank's: Deployment.busiest_rank_sequences)."""
     rows, attention, _ = _rows(d, np.asarray(sequences, dtype=float), np.asarray(context, dtype=float),
                                np.asarray(queries, dtype=float))
     return _sum(rows, attention)
@@ -80,7 +126,12 @@ def mixed_step_seconds(d: Deployment, decode_contexts, chunks=()) -> float:
     seconds = float(np.ravel(dense_seconds(d, sequences, tokens))[0])
     if decoding:
         seconds += float(np.ravel(attention_seconds(d, decoding, 1.0, float(np.mean(decode_contexts))))[0])
-    return seconds + sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in chunks)
+    if chunks:
+        prefill = sum(size for size, _ in chunks)
+        seconds += float(rank_excess_seconds(rank_excess_per_token(d, max(size for size, _ in chunks)), d.ep, prefill,
+                                             len(chunks)))
+    attention = sum(float(np.ravel(attention_seconds(d, 1.0, size, end))[0]) for size, end in chunks)
+    return seconds + chunk_share(d) * attention
 
 
 @dataclass(frozen=True)
@@ -97,12 +148,10 @@ class StepTable:
     @cached_property
     def _body_and_head(self) -> tuple[np.ndarray, np.ndarray]:
         points = np.maximum(self.grid, 1.0)
-        # body: one sequence of T tokens (the per-sequence rows taken out); head: B sequences of one token
-        # (an array of sequences: the pricer's one-point path would read only the first query count)
-        rows, attention, per_sequence = _rows(self.deployment, np.ones_like(points), points, points)
-        body = np.broadcast_to(_sum(rows, ~attention & ~per_sequence), points.shape).astype(float)
-        head_rows, _, _ = _rows(self.deployment, points, 1.0, np.ones_like(points))
-        head = np.broadcast_to(_sum(head_rows, per_sequence), points.shape).astype(float)
+        # body: one sequence of T tokens spread evenly (the per-sequence rows taken out); head: B sequences of one token
+        # (arrays of sequences: the pricer's one-point path would read only the first query count)
+        body = np.broadcast_to(_spread_body(self.deployment, points, np.ones_like(points)), points.shape).astype(float)
+        head = np.broadcast_to(_per_sequence(self.deployment, points), points.shape).astype(float)
         zero = self.grid == 0  # no tokens: no step. Fixed overheads ride with any token, so scale the first point
         return np.where(zero, 0.0, body), np.where(zero, 0.0, head)
 

@@ -54,7 +54,8 @@ class PrefillFirstSteps:
         model = self.model
         chunks = np.array([math.ceil(model.P / model.policy.token_budget)])
         per_token = model.prefill_attention(chunks)[0] / model.P
-        return model.table.dense(np.maximum(prompts, 1.0), tokens) + tokens * per_token
+        return (model.table.dense(np.maximum(prompts, 1.0), tokens) + tokens * per_token
+                + model.rank_excess(tokens, prompts))
 
     def decode_step(self, decoders):
         """Seconds of a decode step of `decoders` decoders at the mean context."""
