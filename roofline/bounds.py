@@ -33,7 +33,8 @@ class Roofs:
     attention_bandwidth: float | None = None  # bytes/s for attention ops; None: `bandwidth`
     attention_corner: float | None = None  # p for attention ops; None: `corner`
     # The routed experts' matmuls (ops.EXPERT_MATMUL): their weights' own format dequantizes into
-    # Precision.expert_matmul_dtype, and an engine streams that format at its own quantized efficiency.
+    # Precision.expert_matmul_dtype, and an engine streams that format at its own quantized efficiency and
+    # computes its grouped GEMMs at its own share of the GEMMs' efficiency (Engine.expert_flops_efficiency).
     expert_matmul_flops: float | None = None  # FLOP/s; None: weight_matmul_flops
     expert_bandwidth: float | None = None  # bytes/s; None: `bandwidth`
     # Constant-state scans (ops.STATE_MATMUL) run at attention's roofs, but an engine's GQA re-reads
@@ -64,13 +65,15 @@ class Roofs:
         experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
         attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
+        own_expert_flops = expert_dtype != weight_dtype or engine.expert_flops_efficiency != 1.0
         return cls(bandwidth * weights,
                    peak(weight_dtype) * engine.flops_efficiency,
                    peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
                    engine.corner,
                    bandwidth * attention if attention != weights else None,
                    engine.attention_corner,
-                   peak(expert_dtype) * engine.flops_efficiency if expert_dtype != weight_dtype else None,
+                   peak(expert_dtype) * engine.flops_efficiency * engine.expert_flops_efficiency
+                   if own_expert_flops else None,
                    bandwidth * experts if experts != weights else None,
                    bandwidth * engine.attention_bandwidth_efficiency if engine.kv_reads(group) != 1 else None)
 
@@ -79,8 +82,8 @@ class Roofs:
                          tokens, expert_tokens, kv_bytes) -> Roofs:
         """Each roof = datasheet x the device's kernel roof for the dtype run x the engine's factor, capped at the
         datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points."""
-        def gemm(dtype, rows):  # the units that run it: the peak's own fallback (an A100's fp8 runs in bf16)
-            return np.minimum(1.0, curve(hw, "gemm", hw.peak_dtype(dtype))(rows) * engine.flops_efficiency)
+        def gemm(dtype, rows, share=1.0):  # the units that run it: the peak's own fallback (an A100's fp8: bf16)
+            return np.minimum(1.0, curve(hw, "gemm", hw.peak_dtype(dtype))(rows) * engine.flops_efficiency * share)
 
         def stream(fmt):
             return min(1.0, curve(hw, "weight_stream", fmt)() * engine.weight_bandwidth_efficiency(fmt))
@@ -92,7 +95,7 @@ class Roofs:
         return cls(bandwidth * stream(precision.weights), peak(weight_dtype) * gemm(weight_dtype, tokens),
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
-                   peak(expert_dtype) * gemm(expert_dtype, expert_tokens),
+                   peak(expert_dtype) * gemm(expert_dtype, expert_tokens, engine.expert_flops_efficiency),
                    bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode)
 
     def peaks(self, matmul_kinds: tuple) -> list:

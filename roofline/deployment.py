@@ -311,7 +311,7 @@ class Deployment:
         """The engine's fixed times as rows of the step, only when it has them: a step overhead on each pipeline
         stage's GPU, the scheduler's work for each of the step's `sequences` (once a step, on the host: a
         pipeline's stages do not repeat it; under expert parallelism each attention rank schedules its own B/e,
-        side by side), a launch overhead per layer."""
+        side by side), a launch overhead per layer, and a floor per MoE layer (its routing and grouped-GEMM chain)."""
         cal, rows = self.engine, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
@@ -321,6 +321,9 @@ class Deployment:
         if cal.layer_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "layers"), self.config.n_layers,
                          self.config.n_layers * cal.layer_overhead_s))
+        moe_layers = self.config.layer_mlp.count(MOE)
+        if cal.expert_layer_overhead_s and moe_layers:  # every GPU runs every MoE layer's chain: not divided by tp
+            rows.append((OpName(OVERHEAD_GROUP, "moe layers"), moe_layers, moe_layers * cal.expert_layer_overhead_s))
         return rows
 
     def decode_seconds(self, batch, prompt, gen, step: Step) -> np.ndarray:

@@ -6,7 +6,10 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach;
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
 - how much slower its MoE grouped GEMMs stream the routed experts' weights than its dense GEMVs (a few tokens
-  an expert over many small weight slices);
+  an expert over many small weight slices), and how far below its dense GEMMs' FLOP/s they compute at prefill
+  (each expert a few hundred rows, block-scaled, behind a permute);
+- the floor each MoE layer adds to a step whatever the batch (routing, top-k, permute, two grouped GEMMs,
+  unpermute: a chain of small latency-bound kernels);
 - the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
   read a GQA group's shared K/V again (once per group, or once per query head);
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
@@ -61,6 +64,14 @@ PARAMETERS = {
     # tp a GPU holds a 1/tp slice of every expert): shorter streams and a routing gather, below a dense GEMV's rate.
     "expert_bandwidth_efficiency": ("fraction", 0.0, 1.0, "of its weight GEMVs' bandwidth efficiency its routed "
                                     "experts' weights stream at (grouped GEMMs over small expert slices)"),
+    # At prefill a routed expert's grouped GEMM multiplies tokens x top_k / E rows (a few hundred) by its slice,
+    # fp8 with a scale per 128-block, gathered by a permute: below a dense GEMM's share of the peak.
+    "expert_flops_efficiency": ("fraction", 0.0, 1.0, "of its GEMMs' flops efficiency its routed experts' grouped "
+                                "GEMMs compute at (a few hundred rows an expert, block-scaled, permuted)"),
+    # Each MoE layer runs ~6-8 dependent small kernels whatever the batch (router GEMM, top-k, align/permute, two
+    # grouped GEMMs whose tiles wait on the longest expert, unpermute/reduce): 1 ms a layer is a typo.
+    "expert_layer_overhead_s": ("s", 0.0, 1e-3, "per MoE layer per step: its routing and grouped-GEMM kernel chain's "
+                                "latency floor, not divided by tp"),
     "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
     "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
     # A scheduler in Python walks its running requests every step (bookkeeping, batch metadata, one token
@@ -89,9 +100,10 @@ PARAMETERS = {
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
 # no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; an all-reduce
-# as slow over 8 GPUs as over 2; routed experts streaming as fast as the dense weights.
+# as slow over 8 GPUs as over 2; routed experts streaming and computing as fast as the dense weights, and no MoE
+# layer floor.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "expert_bandwidth_efficiency")
+            "sequence_overhead_s", "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
@@ -108,6 +120,8 @@ class Engine:
     attention_bandwidth_efficiency: float = 1.0
     attention_flops_efficiency: float = 1.0
     expert_bandwidth_efficiency: float = 1.0  # share of the weight GEMVs' efficiency routed experts stream at
+    expert_flops_efficiency: float = 1.0  # share of the GEMMs' flops efficiency routed experts compute at
+    expert_layer_overhead_s: float = 0.0  # per MoE layer per step (a row of the step: Deployment.fixed_rows)
     layer_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)

@@ -144,9 +144,10 @@ def test_the_engine_gap_terms_are_exactly_the_steps_rows(engine):
         rows[op.term if op.group in ("tp", "overhead") else "model"] += float(np.ravel(seconds)[0])
     for op, seconds in zip(ideal.ops, ideal.time_s):
         rows[op.term if op.group in ("tp", "overhead") else "model"] -= float(np.ravel(seconds)[0])
-    kernel_terms = ("kernel roofs", "efficiency", "corner", "GQA re-reads", "quantized kernels", "routed experts")
+    kernel_terms = ("kernel roofs", "efficiency", "corner", "GQA re-reads", "quantized kernels", "routed experts",
+                    "expert GEMMs")
     row_terms = {"overhead.layers": "launch", "overhead.step": "host", "overhead.sequences": "host per sequence",
-                 "tp.all-reduce": "collectives"}
+                 "overhead.moe layers": "MoE layer floor", "tp.all-reduce": "collectives"}
     assert set(rows) - {"model"} <= set(row_terms)  # a new kind of row must get a term of its own
     assert gap[list(kernel_terms)].sum() == pytest.approx(rows["model"], rel=1e-9)
     for row, term in row_terms.items():

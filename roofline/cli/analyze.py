@@ -273,6 +273,10 @@ def _engine_text(engine) -> str:
     quantized = "".join(f", {fmt} GEMV x{e:.2g}" for fmt, e in engine.quantized_efficiency.items())
     if engine.expert_bandwidth_efficiency != 1.0:
         quantized += f", routed experts x{engine.expert_bandwidth_efficiency:.2g}"
+    if engine.expert_flops_efficiency != 1.0:
+        quantized += f", expert GEMMs x{engine.expert_flops_efficiency:.2g}"
+    if engine.expert_layer_overhead_s:
+        quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"

@@ -20,6 +20,9 @@ from ..engine import QUANTIZED, Engine
 from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 
+# The routed experts' own terms: only rows of a model with routed experts move them.
+EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
+
 __all__ = ["Fitted", "Pinning", "get", "with_values", "identified", "fit_profile", "fit_engine", "pinning",
            "leave_one_out", "summary", "accuracy"]
 
@@ -44,7 +47,7 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
             continue
         if name == "gqa_rereads" and not any(_grouped(row.model) for row in rows):
             continue
-        if name == "expert_bandwidth_efficiency" and not any(load_model(row.model).n_experts for row in rows):
+        if name in EXPERT_PARAMETERS and not any(load_model(row.model).n_experts for row in rows):
             continue
         if name == "request_overhead_s" and not any(row.metric != "decode_tokens_per_s" for row in rows):
             continue

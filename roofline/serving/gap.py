@@ -8,6 +8,8 @@ Priced once per term through the one step pricer, each time switching on the nex
   GQA re-reads       its attention reading a GQA group's K/V again for each query head
   quantized kernels  its dequantizing GEMVs streaming slower than its 16-bit ones
   routed experts     its MoE grouped GEMMs streaming the routed experts' weights slower than its dense GEMVs
+  expert GEMMs       its MoE grouped GEMMs computing below its dense GEMMs' FLOP/s (prefill-sized rows)
+  MoE layer floor    its fixed cost per MoE layer (routing, permute, grouped GEMMs' kernel chain)
   launch             its fixed cost per layer (kernels a layer x launch latency)
   host               its fixed cost per step
   host per sequence  its scheduler's work for each running sequence, every step
@@ -30,7 +32,8 @@ TERMS = (("kernel roofs", ("roofs",)),
          ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
-         ("routed experts", ("expert_bandwidth_efficiency",)),
+         ("routed experts", ("expert_bandwidth_efficiency",)), ("expert GEMMs", ("expert_flops_efficiency",)),
+         ("MoE layer floor", ("expert_layer_overhead_s",)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
          ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
 NOT_IN_DECODE = ("request_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
