@@ -91,10 +91,21 @@ def test_on_kernel_roofs_the_formats_share_multiplies_the_devices_gemm_curve_at_
     assert share.weight_matmul_flops == whole.weight_matmul_flops
 
 
-def test_absent_the_shipped_profiles_document_and_pricing_are_todays(tmp_path):
+def without_format_shares(tmp_path, name: str = "vllm") -> Engine:
+    """A shipped profile written to a file without the key."""
+    document = load_engine(name).as_document()
+    document.pop("expert_flops_efficiency_by_format", None)
+    document["fit"] = [n for n in document["fit"] if not n.startswith("expert_flops_efficiency.")]
+    document["priors"] = {n: v for n, v in document["priors"].items() if n in document["fit"]}
+    document["prior_sources"] = {n: v for n, v in document["prior_sources"].items() if n in document["priors"]}
+    (tmp_path / "absent.yaml").write_text(yaml.safe_dump(document))
+    return load_engine(str(tmp_path / "absent.yaml"))
+
+
+def test_absent_the_profiles_document_and_pricing_are_todays(tmp_path):
     """No key in a file: an empty mapping, nothing new in the profile's document, and the step priced as the same
-    profile with the scalar alone (the shipped vllm profile, fp8 experts)."""
-    vllm = load_engine("vllm")
+    profile with a share of another format alone (the vllm profile, fp8 experts)."""
+    vllm = without_format_shares(tmp_path)
     assert vllm.expert_flops_efficiency_by_format == {}
     assert "expert_flops_efficiency_by_format" not in vllm.as_document()
     keyed = dataclasses.replace(vllm, expert_flops_efficiency_by_format={"mxfp4": 0.3})  # another format only
@@ -103,7 +114,7 @@ def test_absent_the_shipped_profiles_document_and_pricing_are_todays(tmp_path):
 
 
 def test_the_yaml_form_round_trips_with_what_pins_each_share(tmp_path):
-    document = {**load_engine("vllm").as_document(),
+    document = {**without_format_shares(tmp_path).as_document(),
                 "expert_flops_efficiency_by_format": {"fp8": {"value": 0.3, "pinned_by": "fp8 MoE rows"}, "int4": 0.9}}
     document["fit"] = [*document["fit"], "expert_flops_efficiency.fp8"]
     path = tmp_path / "keyed.yaml"
