@@ -204,7 +204,7 @@ class Engine:
         return 1 + self.gqa_rereads * (group - 1)
 
     def parameters(self) -> dict:
-        """Its physical parameters alone: name -> value (quantized formats as quantized_efficiency.FORMAT)."""
+        """Its physical parameters alone: name -> value (a share keyed by a format as PREFIX.FORMAT, FORMAT_SHARES)."""
         return {**{n: getattr(self, n) for n in PARAMETERS},
                 **{f"{prefix}.{fmt}": v for prefix, shares in self.format_shares().items() for fmt, v in shares.items()}}
 
