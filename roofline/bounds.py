@@ -34,7 +34,8 @@ class Roofs:
     attention_corner: float | None = None  # p for attention ops; None: `corner`
     # The routed experts' matmuls (ops.EXPERT_MATMUL): their weights' own format dequantizes into
     # Precision.expert_matmul_dtype, and an engine streams that format at its own quantized efficiency and
-    # computes its grouped GEMMs at its own share of the GEMMs' efficiency (Engine.expert_flops_efficiency).
+    # computes its grouped GEMMs at its own share of the GEMMs' efficiency (Engine.expert_gemm_efficiency: the
+    # experts' format's share, else expert_flops_efficiency).
     expert_matmul_flops: float | None = None  # FLOP/s; None: weight_matmul_flops
     expert_bandwidth: float | None = None  # bytes/s; None: `bandwidth`
     # Constant-state scans (ops.STATE_MATMUL) run at attention's roofs, but an engine's GQA re-reads
@@ -65,15 +66,15 @@ class Roofs:
         experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
         attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
-        own_expert_flops = expert_dtype != weight_dtype or engine.expert_flops_efficiency != 1.0
+        expert_gemms = engine.expert_gemm_efficiency(precision.expert_format)
+        own_expert_flops = expert_dtype != weight_dtype or expert_gemms != 1.0
         return cls(bandwidth * weights,
                    peak(weight_dtype) * engine.flops_efficiency,
                    peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
                    engine.corner,
                    bandwidth * attention if attention != weights else None,
                    engine.attention_corner,
-                   peak(expert_dtype) * engine.flops_efficiency * engine.expert_flops_efficiency
-                   if own_expert_flops else None,
+                   peak(expert_dtype) * engine.flops_efficiency * expert_gemms if own_expert_flops else None,
                    bandwidth * experts if experts != weights else None,
                    bandwidth * engine.attention_bandwidth_efficiency if engine.kv_reads(group) != 1 else None)
 
@@ -95,7 +96,8 @@ class Roofs:
         return cls(bandwidth * stream(precision.weights), peak(weight_dtype) * gemm(weight_dtype, tokens),
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
-                   peak(expert_dtype) * gemm(expert_dtype, expert_tokens, engine.expert_flops_efficiency),
+                   peak(expert_dtype) * gemm(expert_dtype, expert_tokens,
+                                             engine.expert_gemm_efficiency(precision.expert_format)),
                    bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode)
 
     def peaks(self, matmul_kinds: tuple) -> list:

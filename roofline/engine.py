@@ -7,7 +7,8 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
 - how much slower its MoE grouped GEMMs stream the routed experts' weights than its dense GEMVs (a few tokens
   an expert over many small weight slices), and how far below its dense GEMMs' FLOP/s they compute at prefill
-  (each expert a few hundred rows, block-scaled, behind a permute);
+  (each expert a few hundred rows, block-scaled, behind a permute), by the experts' weight format where its kernels
+  differ (fp8 block-scaled against mxfp4 or int4 dequantized in the mainloop);
 - the floor each MoE layer adds to a step whatever the batch (routing, top-k, permute, two grouped GEMMs,
   unpermute: a chain of small latency-bound kernels);
 - the fraction of bandwidth its decode attention reads the cache at, and how often its attention kernels
@@ -106,9 +107,18 @@ OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_
             "sequence_overhead_s", "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
+EXPERT_FLOPS_BY_FORMAT = "expert_flops_efficiency_by_format"  # experts' format -> its grouped GEMMs' share
+# Shares keyed by a weight format, each fitted as "PREFIX.FORMAT": prefix -> (the Engine field and YAML key holding
+# them, what one is, the share a format not listed takes). The experts' grouped GEMMs differ by format as kernels do:
+# fp8 block-scaled (DeepGEMM, CUTLASS) against mxfp4 and int4 dequantized to 16-bit in the mainloop (matmul_ogs,
+# Marlin); a format not listed takes the scalar expert_flops_efficiency.
+FORMAT_SHARES = {QUANTIZED: (QUANTIZED, "of bandwidth_efficiency a {} GEMV streams at", None),
+                 "expert_flops_efficiency": (EXPERT_FLOPS_BY_FORMAT, "of flops_efficiency a routed expert's grouped "
+                                             "GEMM over {} weights computes at (absent: expert_flops_efficiency)",
+                                             "expert_flops_efficiency")}
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
-                 "memory", "scheduler", "serving_accuracy", QUANTIZED)
+                 "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -133,6 +143,9 @@ class Engine:
     attention_corner: float | None = None  # None: `corner`
     gqa_rereads: float = 0.0
     quantized_efficiency: dict = field(default_factory=dict)  # e.g. {"int4": 0.6}; missing formats: 1
+    # e.g. {"fp8": 0.3, "mxfp4": 0.8}: the experts' grouped GEMMs' share by their weights' format; missing formats:
+    # expert_flops_efficiency
+    expert_flops_efficiency_by_format: dict = field(default_factory=dict)
     pinned_by: dict = field(default_factory=dict)  # parameter -> the rows or measurement that pin it
     framework: str = ""  # the published rows' `framework` prefix this engine is fitted to
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
@@ -145,7 +158,7 @@ class Engine:
     roofs: str = DATASHEET  # the efficiencies' reference: the datasheet's roofs, or the device's kernel roofs
 
     def __post_init__(self):
-        validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.quantized_efficiency,
+        validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.format_shares(),
                  self.hardware, self.roofs)
 
     @property
@@ -155,7 +168,7 @@ class Engine:
 
     @property
     def is_ideal(self) -> bool:
-        return (all(getattr(self, n) == getattr(IDEAL, n) for n in PARAMETERS) and not self.quantized_efficiency
+        return (all(getattr(self, n) == getattr(IDEAL, n) for n in PARAMETERS) and not any(self.format_shares().values())
                 and self.roofs == DATASHEET)
 
     def prior(self) -> Engine:
@@ -171,14 +184,29 @@ class Engine:
         times the experts' own share (1: as fast as the dense weights)."""
         return self.weight_bandwidth_efficiency(experts) * self.expert_bandwidth_efficiency
 
+    def expert_gemm_efficiency(self, experts: str) -> float:
+        """The share of the GEMMs' flops efficiency routed experts stored as `experts` compute at: that format's own
+        share, else expert_flops_efficiency."""
+        return self.expert_flops_efficiency_by_format.get(experts, self.expert_flops_efficiency)
+
+    def format_shares(self) -> dict:
+        """Its shares keyed by a weight format: prefix (FORMAT_SHARES) -> {format: value}."""
+        return {prefix: getattr(self, key) for prefix, (key, _, _) in FORMAT_SHARES.items()}
+
+    def format_share(self, name: str) -> float:
+        """A keyed share by its fit name "PREFIX.FORMAT": the format's value, else what an unlisted format takes."""
+        prefix, fmt = name.split(".", 1)
+        key, _, fallback = FORMAT_SHARES[prefix]
+        return getattr(self, key).get(fmt, 1.0 if fallback is None else getattr(self, fallback))
+
     def kv_reads(self, group: int) -> float:
         """Times softmax attention reads the K/V it needs, for `group` query heads a K/V head: 1 + r (group - 1)."""
         return 1 + self.gqa_rereads * (group - 1)
 
     def parameters(self) -> dict:
-        """Its physical parameters alone: name -> value (quantized formats as quantized_efficiency.FORMAT)."""
+        """Its physical parameters alone: name -> value (a share keyed by a format as PREFIX.FORMAT, FORMAT_SHARES)."""
         return {**{n: getattr(self, n) for n in PARAMETERS},
-                **{f"{QUANTIZED}.{fmt}": v for fmt, v in self.quantized_efficiency.items()}}
+                **{f"{prefix}.{fmt}": v for prefix, shares in self.format_shares().items() for fmt, v in shares.items()}}
 
     def as_document(self) -> dict:
         document = {"name": self.name, "framework": self.framework, "fit": list(self.fit)}
@@ -201,6 +229,11 @@ class Engine:
         document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, self.fraction_high],
                                      "pinned_by": self.pinned_by.get(f"{QUANTIZED}.{fmt}", "")}
                                for fmt, v in self.quantized_efficiency.items()}
+        if self.expert_flops_efficiency_by_format:  # absent, a profile's document stays as it was
+            document[EXPERT_FLOPS_BY_FORMAT] = {
+                fmt: {"value": v, "unit": "fraction", "bounds": [0.0, PARAMETERS["expert_flops_efficiency"][2]],
+                      "pinned_by": self.pinned_by.get(f"expert_flops_efficiency.{fmt}", "")}
+                for fmt, v in self.expert_flops_efficiency_by_format.items()}
         if self.harness_fit:
             document["harness_fit"] = dict(self.harness_fit)
         if self.memory != IDEAL_MEMORY:
@@ -211,19 +244,26 @@ class Engine:
 
 
 def with_values(engine: Engine, names: list[str], values) -> Engine:
-    """`engine` with the named parameters set (a quantized format's share as "quantized_efficiency.FORMAT"): the
+    """`engine` with the named parameters set (a share keyed by format as "PREFIX.FORMAT", FORMAT_SHARES): the
     one setter the fit and the priors share."""
-    quantized = dict(engine.quantized_efficiency)
+    keyed = {key: dict(getattr(engine, key)) for key, _, _ in FORMAT_SHARES.values()}
     plain = {}
     for name, value in zip(names, values):
-        if name.startswith(QUANTIZED + "."):
-            quantized[name.split(".", 1)[1]] = float(value)
+        if is_format_share(name):
+            prefix, fmt = name.split(".", 1)
+            keyed[FORMAT_SHARES[prefix][0]][fmt] = float(value)
         else:
             plain[name] = float(value)
-    return replace(engine, quantized_efficiency=quantized, **plain)
+    return replace(engine, **keyed, **plain)
 
 
-def validate(who: str, values: dict, quantized: dict, hardware: str, roofs: str = DATASHEET) -> None:
+def is_format_share(name: str) -> bool:
+    """Whether a fit name is a share keyed by a weight format ("quantized_efficiency.int4",
+    "expert_flops_efficiency.fp8")."""
+    return "." in name and name.split(".", 1)[0] in FORMAT_SHARES
+
+
+def validate(who: str, values: dict, shares: dict, hardware: str, roofs: str = DATASHEET) -> None:
     """Every parameter a number in its physical range; `hardware` a device the project knows."""
     if roofs not in (DATASHEET, KERNEL):
         raise ValueError(f"{who}: roofs {roofs!r} is unknown; use '{KERNEL}' (efficiencies of the device's kernel "
@@ -234,8 +274,10 @@ def validate(who: str, values: dict, quantized: dict, hardware: str, roofs: str 
             continue
         unit, low, top, what = PARAMETERS[name]
         check(who, name, value, unit, low, high if name in EFFICIENCIES else top, what)
-    for fmt, value in quantized.items():
-        check(who, f"{QUANTIZED}.{fmt}", value, "fraction", 0.0, high, f"of bandwidth_efficiency a {fmt} GEMV streams at")
+    for prefix, by_format in shares.items():  # a share of another efficiency: bounded as its scalar, if it has one
+        top = PARAMETERS[prefix][2] if prefix in PARAMETERS else high
+        for fmt, value in by_format.items():
+            check(who, f"{prefix}.{fmt}", value, "fraction", 0.0, top, FORMAT_SHARES[prefix][1].format(fmt))
     known = bundled_hardware()
     if not isinstance(hardware, str) or hardware not in ("", MEASURED, *known):
         raise ValueError(f"{who}: hardware {hardware!r} is not a bundled device; use one of {', '.join(known)}, "
@@ -305,18 +347,20 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
         values[name], note = _entry(raw[name], name, who)
         if note:
             pinned[name] = note
-    quantized = {}
-    for fmt, entry in _mapping(raw, QUANTIZED, who, "weight format -> fraction").items():
-        quantized[str(fmt)], note = _entry(entry, f"{QUANTIZED}.{fmt}", who)
-        if note:
-            pinned[f"{QUANTIZED}.{fmt}"] = note
+    shares = {}
+    for prefix, (key, _, _) in FORMAT_SHARES.items():
+        shares[prefix] = {}
+        for fmt, entry in _mapping(raw, key, who, "weight format -> fraction").items():
+            shares[prefix][str(fmt)], note = _entry(entry, f"{prefix}.{fmt}", who)
+            if note:
+                pinned[f"{prefix}.{fmt}"] = note
     hardware = raw.get("hardware") or ""
     roofs = raw.get("roofs") or DATASHEET
-    validate(who, values, quantized, hardware, roofs)
+    validate(who, values, shares, hardware, roofs)
     fit = raw.get("fit") or []
-    if not isinstance(fit, list) or [n for n in fit if n not in PARAMETERS and not str(n).startswith(QUANTIZED + ".")]:
+    if not isinstance(fit, list) or [n for n in fit if n not in PARAMETERS and not is_format_share(str(n))]:
         raise ValueError(f"{who}: fit must list parameters to fit, among {', '.join(PARAMETERS)} or "
-                         f"{QUANTIZED}.FORMAT; got {fit!r}")
+                         f"{' or '.join(f'{prefix}.FORMAT' for prefix in FORMAT_SHARES)}; got {fit!r}")
     priors = _mapping(raw, "priors", who, "fitted parameter -> value")
     if set(priors) - set(fit):
         raise ValueError(f"{who}: priors must map fitted parameters (those in fit) to their values; "
@@ -327,7 +371,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
     name = raw.get("name") or default_name
     if not isinstance(name, str) or _reads_as_number(name):  # `name: 1.0`, `name: nan`: a slip, shown as a number
         raise ValueError(f"{who}: name must be a word, got {name!r}; fix: name the profile (e.g. its file's stem)")
-    return Engine(name=name, quantized_efficiency=quantized, pinned_by=pinned,
+    return Engine(name=name, quantized_efficiency=shares[QUANTIZED],
+                  expert_flops_efficiency_by_format=shares["expert_flops_efficiency"], pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),

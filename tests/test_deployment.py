@@ -124,11 +124,12 @@ def test_analysis_at_other_batches_is_analyze_at_those_batches():
 
 def test_every_engine_parameter_a_decode_step_reads_is_one_term_of_the_gap():
     """A parameter added to Engine and left out of gap.TERMS would be priced in no stage (or hide in another)."""
-    from roofline.engine import PARAMETERS, QUANTIZED
+    from roofline.engine import FORMAT_SHARES, PARAMETERS
     from roofline.serving.gap import NOT_IN_DECODE, TERMS
     named = [p for _, fields in TERMS for p in fields]
     assert len(named) == len(set(named))  # each in one term
-    assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | {QUANTIZED, "roofs"}  # roofs: what they are of
+    keyed = {key for key, _, _ in FORMAT_SHARES.values()}  # the shares keyed by a weight format
+    assert set(named) | set(NOT_IN_DECODE) == set(PARAMETERS) | keyed | {"roofs"}  # roofs: what they are of
 
 
 @pytest.mark.parametrize("engine", ["tensorrt-llm", "gpt-fast", "llama.cpp", "hf-eager",

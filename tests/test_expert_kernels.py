@@ -103,7 +103,7 @@ def test_absent_is_todays_pricing_bit_for_bit(tmp_path):
     """A profile without the keys prices with share 1 and no floor: no separate expert FLOP/s roof where the experts
     share the weights' dtype, no step row, the same step as with the values written out."""
     document = load_engine("vllm").as_document()
-    for name in NEW:
+    for name in (*NEW, "expert_flops_efficiency_by_format"):  # the per-format shares: absent, the scalar's
         document.pop(name, None)
     (tmp_path / "absent.yaml").write_text(yaml.safe_dump(document))
     vllm = load_engine(str(tmp_path / "absent.yaml"))

@@ -275,6 +275,7 @@ def _engine_text(engine) -> str:
         quantized += f", routed experts x{engine.expert_bandwidth_efficiency:.2g}"
     if engine.expert_flops_efficiency != 1.0:
         quantized += f", expert GEMMs x{engine.expert_flops_efficiency:.2g}"
+    quantized += "".join(f", {fmt} expert GEMMs x{e:.2g}" for fmt, e in engine.expert_flops_efficiency_by_format.items())
     if engine.expert_layer_overhead_s:
         quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from ..engine import QUANTIZED
+from ..engine import FORMAT_SHARES, is_format_share
 
 
 def fitted_document(result) -> dict:
@@ -14,7 +14,11 @@ def fitted_document(result) -> dict:
     fitted = result.engine
     document = fitted.as_document()
     for name, pinned in result.ranges.items():
-        entry = document[QUANTIZED][name.split(".", 1)[1]] if name.startswith(QUANTIZED + ".") else document[name]
+        if is_format_share(name):
+            prefix, fmt = name.split(".", 1)
+            entry = document[FORMAT_SHARES[prefix][0]][fmt]
+        else:
+            entry = document[name]
         entry["range_68"] = [pinned.low, pinned.high]
         if pinned.weak:
             entry["weakly_pinned"] = "the rows trade it against other parameters: its prior still matters"

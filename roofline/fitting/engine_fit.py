@@ -16,14 +16,14 @@ import numpy as np
 import pandas as pd
 
 from ..models.config import load_model
-from ..engine import QUANTIZED, Engine
+from ..engine import QUANTIZED, Engine, is_format_share
 from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 
 # The routed experts' own terms: only rows of a model with routed experts move them.
 EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
 
-__all__ = ["Fitted", "Pinning", "get", "with_values", "identified", "fit_profile", "fit_engine", "pinning",
+__all__ = ["Fitted", "Pinning", "get", "with_values", "identified", "pinned_formats", "fit_profile", "fit_engine", "pinning",
            "leave_one_out", "summary", "accuracy"]
 
 
@@ -33,14 +33,11 @@ def log_errors(rows: list[Row]):
 
 
 def identified(names: list[str], rows: list[Row]) -> list[str]:
-    """The parameters these rows can move: a quantized format's efficiency needs a row in that format,
-    an all-reduce latency a row on several GPUs (its growth a row on more than 2), a request overhead a TTFT or
-    throughput row."""
-    formats = {row.precision.weights for row in rows}
+    """The parameters these rows can move: a quantized format's efficiency needs a row in that format (an expert
+    GEMM's format a row of a MoE model with its experts in it), an all-reduce latency a row on several GPUs (its
+    growth a row on more than 2), a request overhead a TTFT or throughput row."""
     kept = []
-    for name in names:
-        if name.startswith(QUANTIZED + ".") and name.split(".", 1)[1] not in formats:
-            continue
+    for name in pinned_formats(names, rows):
         if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
             continue
         if name == "allreduce_doubling_s" and not any(row.tp > 2 for row in rows):
@@ -53,6 +50,15 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
             continue
         kept.append(name)
     return kept
+
+
+def pinned_formats(names: list[str], rows) -> list[str]:
+    """`names` less the shares keyed by a format no row holds: a quantized GEMV's format among the rows' weights,
+    an expert GEMM's among the routed experts' formats of the rows of a model with routed experts (published or
+    serving rows: each has a model and a precision)."""
+    held = {QUANTIZED: {row.precision.weights for row in rows},
+            "expert_flops_efficiency": {row.precision.expert_format for row in rows if load_model(row.model).n_experts}}
+    return [name for name in names if not is_format_share(name) or name.split(".", 1)[1] in held[name.split(".")[0]]]
 
 
 def _grouped(model: str) -> bool:

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..engine import EFFICIENCIES, PARAMETERS, QUANTIZED, Engine, with_values
+from ..engine import EFFICIENCIES, PARAMETERS, Engine, is_format_share, with_values
 
 LOSS = "soft_l1"
 ROBUST_SCALE = 0.10  # |log error| beyond ~10% counts linearly: a fit's rows scatter 2-5% about it (fit-engine: 2-4%)
@@ -51,12 +51,12 @@ class Fitted:
 
 
 def unit(name: str) -> str:
-    return "fraction" if name.startswith(QUANTIZED + ".") else PARAMETERS[name][0]
+    return "fraction" if is_format_share(name) else PARAMETERS[name][0]
 
 
 def get(engine: Engine, name: str) -> float:
-    if name.startswith(QUANTIZED + "."):
-        return engine.quantized_efficiency.get(name.split(".", 1)[1], 1.0)
+    if is_format_share(name):
+        return engine.format_share(name)
     value = getattr(engine, name)
     if value is None:  # the all-reduce latency left to the hardware; the attention corner left to `corner`
         return ALLREDUCE_START_S if name == "allreduce_latency_s" else engine.corner
@@ -68,6 +68,7 @@ def variable_bounds(name: str, fraction_high: float = 1.0) -> tuple[float, float
     kind = unit(name)
     if kind == "s":
         return np.log10(LATENCY_FLOOR_S), np.log10(PARAMETERS[name][2])
+    name = name.split(".", 1)[0] if is_format_share(name) else name  # a format's share: bounded as its scalar
     if kind == "p":
         return 0.0, 1.0  # 1/p
     if kind == "fraction" and name in PARAMETERS and name not in EFFICIENCIES:  # a share of another efficiency

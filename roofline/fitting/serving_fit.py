@@ -19,6 +19,7 @@ from typing import Callable
 import numpy as np
 
 from ..engine import Engine
+from .engine_fit import pinned_formats
 from .least_squares import Fitted, fit, get
 from .published_serving import ServingRow, predict
 
@@ -54,7 +55,9 @@ def log_errors(rows: list[ServingRow]) -> Callable[[Engine], np.ndarray]:
 
 
 def fit_serving(prior: Engine, rows: list[ServingRow], names: list[str], note: str = "") -> Fitted:
-    """`prior` with `names` fitted to `rows` (none: the prior), the pinning notes and first priors kept."""
+    """`prior` with `names` fitted to `rows` (none: the prior), the pinning notes and first priors kept; a share
+    keyed by a format none of the rows hold keeps its prior (a held-out fold without the format's one model)."""
+    names = pinned_formats(names, rows)
     if not rows or not names:
         return Fitted(prior, {}, float("nan"))
     result = fit(prior, names, log_errors(rows), anchor={n: v for n, v in prior.priors.items() if n in names},

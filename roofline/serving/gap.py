@@ -25,14 +25,15 @@ from dataclasses import replace
 import pandas as pd
 
 from ..deployment import Deployment
-from ..engine import IDEAL, QUANTIZED
+from ..engine import EXPERT_FLOPS_BY_FORMAT, IDEAL, QUANTIZED
 from ..model import DECODE, decode_context
 
 TERMS = (("kernel roofs", ("roofs",)),
          ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
-         ("routed experts", ("expert_bandwidth_efficiency",)), ("expert GEMMs", ("expert_flops_efficiency",)),
+         ("routed experts", ("expert_bandwidth_efficiency",)),
+         ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT)),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
          ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
