@@ -226,14 +226,13 @@ class Engine:
             document[name]["bounds"] = [0.0, self.fraction_high]
             if self.roofs == KERNEL:
                 document[name]["what"] = document[name]["what"].replace("the datasheet", "the device's kernel roof:")
-        document[QUANTIZED] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, self.fraction_high],
-                                     "pinned_by": self.pinned_by.get(f"{QUANTIZED}.{fmt}", "")}
-                               for fmt, v in self.quantized_efficiency.items()}
-        if self.expert_flops_efficiency_by_format:  # absent, a profile's document stays as it was
-            document[EXPERT_FLOPS_BY_FORMAT] = {
-                fmt: {"value": v, "unit": "fraction", "bounds": [0.0, PARAMETERS["expert_flops_efficiency"][2]],
-                      "pinned_by": self.pinned_by.get(f"expert_flops_efficiency.{fmt}", "")}
-                for fmt, v in self.expert_flops_efficiency_by_format.items()}
+        for prefix, (key, _, _) in FORMAT_SHARES.items():
+            shares = getattr(self, key)
+            if shares or key == QUANTIZED:  # quantized_efficiency is always written; a newer key only when held
+                high = self.fraction_high if key == QUANTIZED else PARAMETERS[prefix][2]
+                document[key] = {fmt: {"value": v, "unit": "fraction", "bounds": [0.0, high],
+                                       "pinned_by": self.pinned_by.get(f"{prefix}.{fmt}", "")}
+                                 for fmt, v in shares.items()}
         if self.harness_fit:
             document["harness_fit"] = dict(self.harness_fit)
         if self.memory != IDEAL_MEMORY:
