@@ -45,7 +45,7 @@ class Roofs:
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, group: int = 1,
            bandwidth: float | None = None, peak_flops: dict | None = None, tokens=None, expert_tokens=None,
-           kv_bytes=None) -> Roofs:
+           kv_bytes=None, expert_columns: float | None = None) -> Roofs:
         """The roofs `engine` reaches on `hw` for these formats; `group` query heads share a K/V head.
 
         bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays).
@@ -55,18 +55,21 @@ class Roofs:
         An engine with `roofs: kernel` reaches its factors times the device's kernel roofs (roofline.kernel_roofs)
         at the step's GEMM rows (`tokens`, `expert_tokens` a routed expert's) and a layer's K/V bytes (`kv_bytes`);
         None: the curves' last points.
+        expert_columns: the columns of each routed expert a GPU computes (d_expert / tp), which its grouped GEMMs'
+        rate depends on (Engine.expert_slice_share); None: wide slices.
         """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
 
         def peak(dtype):
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
         if engine.roofs == KERNEL:
-            return cls._on_kernel_roofs(hw, precision, engine, group, bandwidth, peak, tokens, expert_tokens, kv_bytes)
+            return cls._on_kernel_roofs(hw, precision, engine, group, bandwidth, peak, tokens, expert_tokens, kv_bytes,
+                                        engine.expert_slice_share(expert_columns))
         weights = engine.weight_bandwidth_efficiency(precision.weights)
         experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
         attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
-        expert_gemms = engine.expert_gemm_efficiency(precision.expert_format)
+        expert_gemms = engine.expert_gemm_efficiency(precision.expert_format) * engine.expert_slice_share(expert_columns)
         own_expert_flops = expert_dtype != weight_dtype or expert_gemms != 1.0
         return cls(bandwidth * weights,
                    peak(weight_dtype) * engine.flops_efficiency,
@@ -80,7 +83,7 @@ class Roofs:
 
     @classmethod
     def _on_kernel_roofs(cls, hw: Hardware, precision: Precision, engine: Engine, group: int, bandwidth, peak,
-                         tokens, expert_tokens, kv_bytes) -> Roofs:
+                         tokens, expert_tokens, kv_bytes, expert_slice: float = 1.0) -> Roofs:
         """Each roof = datasheet x the device's kernel roof for the dtype run x the engine's factor, capped at the
         datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points."""
         def gemm(dtype, rows, share=1.0):  # the units that run it: the peak's own fallback (an A100's fp8: bf16)
@@ -97,7 +100,7 @@ class Roofs:
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
                    peak(expert_dtype) * gemm(expert_dtype, expert_tokens,
-                                             engine.expert_gemm_efficiency(precision.expert_format)),
+                                             engine.expert_gemm_efficiency(precision.expert_format) * expert_slice),
                    bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode)
 
     def peaks(self, matmul_kinds: tuple) -> list:

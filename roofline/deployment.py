@@ -85,6 +85,11 @@ class Deployment:
     tp: int = 1  # tensor-parallel degree
     pp: int = 1  # pipeline stages
     ep: int = 1  # expert-parallel GPUs (data-parallel attention, routed experts split)
+    # GPUs of the tp group each routed expert's columns are split over (None: all tp); the rest hold whole experts
+    # (expert parallelism inside the tp group: vLLM's --enable-expert-parallel, TensorRT-LLM's moe_ep_size). A GPU
+    # reads and multiplies the same expected bytes and FLOPs either way; its grouped GEMMs run over slices of
+    # d_expert / expert_tp columns, whose width sets their rate (Engine.expert_slice_half_columns).
+    expert_tp: int | None = None
     replicas: int = 1  # model copies; a batch is per replica
     # Measured roofs standing in for the datasheet's (numbers, or arrays of one per point: the fit).
     ceilings: Ceilings | None = None
@@ -94,7 +99,7 @@ class Deployment:
            kv: str | None = None, activations: str | None = None, experts: str | None = None,
            precision: Precision | None = None, engine: str | Engine | None = None,
            options: Options | None = None, tp: int = 1, pp: int = 1, ep: int = 1, replicas: int = 1,
-           ceilings: Ceilings | None = None, **overrides) -> Deployment:
+           ceilings: Ceilings | None = None, expert_tp: int | None = None, **overrides) -> Deployment:
         """The one place names and files become objects: a bundled name or path for the model, the device
         and the engine; dtype names for the formats (bf16 unless given), or a whole `precision`; architecture
         what-ifs as `overrides` (n_kv_heads=8, ...). A what-if on the result is dataclasses.replace(d, ...)."""
@@ -107,7 +112,8 @@ class Deployment:
         if overrides:
             config = config.with_overrides(**overrides)
         return cls(config, load_hardware(hardware), precision or Precision(**given), options or Options(),
-                   load_engine(engine), tp=tp, pp=pp, ep=ep, replicas=replicas, ceilings=ceilings)
+                   load_engine(engine), tp=tp, pp=pp, ep=ep, expert_tp=expert_tp, replicas=replicas,
+                   ceilings=ceilings)
 
     def __post_init__(self):
         for name, kind, fix in (("config", ModelConfig, "load_model(name)"), ("hardware", Hardware, "load_hardware(id)"),
@@ -134,6 +140,11 @@ class Deployment:
                                  f"{self.config.n_experts}")
             if self.tp > 1 or self.pp > 1:
                 raise ValueError("ep: expert parallelism combined with tp or pp is not modelled; use tp=pp=1 with ep")
+        if self.expert_tp is not None:
+            whole("expert_tp", self.expert_tp)
+            if MOE not in self.config.layer_mlp or self.tp % self.expert_tp:
+                raise ValueError(f"expert_tp: {self.expert_tp} GPUs splitting each routed expert must divide tp = "
+                                 f"{self.tp} of a MoE model (got model {self.config.name!r}); leave it unset (all tp)")
         if self.gpus_per_replica > 1:
             link(self.hardware)  # raises naming the hardware when it has no interconnect
 
@@ -149,6 +160,13 @@ class Deployment:
     def local(self) -> ModelConfig:
         """The model one GPU of a tensor-parallel group holds and runs."""
         return shard(self.config, self.tp)
+
+    @property
+    def expert_columns(self) -> float | None:
+        """The columns of each routed expert one GPU computes: d_expert over the GPUs that split it; None: dense."""
+        if not self.config.n_experts:
+            return None
+        return self.config.d_expert / (self.tp if self.expert_tp is None else self.expert_tp)
 
     @cached_property
     def stages(self) -> list[range]:
@@ -173,7 +191,8 @@ class Deployment:
                    else np.maximum(tokens * self.config.top_k / self.config.n_experts, 1.0))
         return Roofs.of(self.hardware, self.precision, self.engine, group,
                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops,
-                        tokens=tokens, expert_tokens=experts, kv_bytes=kv_bytes)
+                        tokens=tokens, expert_tokens=experts, kv_bytes=kv_bytes,
+                        expert_columns=self.expert_columns)
 
     def roofs_for(self, compiled: CompiledPhase, components, tokens) -> Roofs:
         """The roofs of one step: an engine on kernel roofs reaches its GEMMs' roof at the step's `tokens` rows and

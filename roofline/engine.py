@@ -69,6 +69,14 @@ PARAMETERS = {
     # fp8 with a scale per 128-block, gathered by a permute: below a dense GEMM's share of the peak.
     "expert_flops_efficiency": ("fraction", 0.0, 1.0, "of its GEMMs' flops efficiency its routed experts' grouped "
                                 "GEMMs compute at (a few hundred rows an expert, block-scaled, permuted)"),
+    # Under tp each GPU computes a d_expert / tp slice of every expert: a fused MoE's grouped GEMM over N columns an
+    # expert loses throughput as N shrinks (fewer output tiles an expert, the scales and epilogue per expert, the
+    # activations re-read per slice), a saturation N / (N + N_half). NVIDIA's profile of the engines' own kernels
+    # (AIConfigurator 0.12.0) puts N_half at ~1500 columns for TensorRT-LLM's block-scaled fp8 CUTLASS MoE and ~350
+    # for vLLM's and SGLang's Triton fused_moe; 64k columns is past any expert (a typo).
+    "expert_slice_half_columns": ("columns", 0.0, 65536.0, "the width of the slice of one expert a GPU computes "
+                                  "(d_expert / tp) at which its grouped GEMMs reach half their wide-slice FLOP/s "
+                                  "(0: no loss with narrow slices)"),
     # Each MoE layer runs ~6-8 dependent small kernels whatever the batch (router GEMM, top-k, align/permute, two
     # grouped GEMMs whose tiles wait on the longest expert, unpermute/reduce): 1 ms a layer is a typo.
     "expert_layer_overhead_s": ("s", 0.0, 1e-3, "per MoE layer per step: its routing and grouped-GEMM kernel chain's "
@@ -104,7 +112,8 @@ PARAMETERS = {
 # as slow over 8 GPUs as over 2; routed experts streaming and computing as fast as the dense weights, and no MoE
 # layer floor.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
+            "sequence_overhead_s", "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
+            "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 EXPERT_FLOPS_BY_FORMAT = "expert_flops_efficiency_by_format"  # experts' format -> its grouped GEMMs' share
@@ -132,6 +141,7 @@ class Engine:
     expert_bandwidth_efficiency: float = 1.0  # share of the weight GEMVs' efficiency routed experts stream at
     expert_flops_efficiency: float = 1.0  # share of the GEMMs' flops efficiency routed experts compute at
     expert_layer_overhead_s: float = 0.0  # per MoE layer per step (a row of the step: Deployment.fixed_rows)
+    expert_slice_half_columns: float = 0.0  # an expert slice's width at which its grouped GEMMs reach half rate
     layer_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
@@ -188,6 +198,12 @@ class Engine:
         """The share of the GEMMs' flops efficiency routed experts stored as `experts` compute at: that format's own
         share, else expert_flops_efficiency."""
         return self.expert_flops_efficiency_by_format.get(experts, self.expert_flops_efficiency)
+
+    def expert_slice_share(self, columns: float) -> float:
+        """The share of their wide-slice FLOP/s a GPU's grouped GEMMs reach over `columns` columns of each expert
+        (d_expert / tp): N / (N + N_half), 1 where the engine states no loss."""
+        half = self.expert_slice_half_columns
+        return 1.0 if not half or not columns else columns / (columns + half)
 
     def format_shares(self) -> dict:
         """Its shares keyed by a weight format: prefix (FORMAT_SHARES) -> {format: value}."""

@@ -278,6 +278,8 @@ def _engine_text(engine) -> str:
     quantized += "".join(f", {fmt} expert GEMMs x{e:.2g}" for fmt, e in engine.expert_flops_efficiency_by_format.items())
     if engine.expert_layer_overhead_s:
         quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
+    if engine.expert_slice_half_columns:
+        quantized += f", expert slices {engine.expert_slice_half_columns:.0f} columns wide at half rate"
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"

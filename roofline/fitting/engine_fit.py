@@ -21,7 +21,8 @@ from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 
 # The routed experts' own terms: only rows of a model with routed experts move them.
-EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s")
+EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
+                     "expert_slice_half_columns")
 
 __all__ = ["Fitted", "Pinning", "get", "with_values", "identified", "pinned_formats", "fit_profile", "fit_engine", "pinning",
            "leave_one_out", "summary", "accuracy"]

@@ -55,6 +55,7 @@ class Pool:
     ep: int
     workers: int
     batch: int | None  # running sequences a worker holds (decode), None: memory's
+    expert_tp: int | None = None  # GPUs splitting each routed expert (Deployment.expert_tp); None: all tp
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,9 @@ def _pool(raw: dict, model: str, side: str) -> tuple[Pool | None, str]:
     split = layout(raw, model, prefix)
     if split is None:
         return None, "a pool spanning nodes" if spans_nodes(raw, prefix) else "layout not modelled"
-    tp, dp = split
+    tp, dp, expert_tp = split
     batch = _count(raw, f"{prefix}batch_size", None)  # per attention-data-parallel rank
-    return Pool(tp, dp, _count(raw, f"{prefix}num_workers"), None if batch is None else batch * dp), ""
+    return Pool(tp, dp, _count(raw, f"{prefix}num_workers"), None if batch is None else batch * dp, expert_tp), ""
 
 
 def _measurement(raw: dict) -> tuple:
@@ -148,7 +149,7 @@ def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
 def _deployment(row: DisaggRow, pool: Pool, engine: Engine) -> Deployment:
     return Deployment(load_model(row.model), load_hardware(row.hardware),
                       row.precision or Precision(weights=row.weights, experts=row.experts), tp=pool.tp, ep=pool.ep,
-                      engine=engine)
+                      expert_tp=pool.expert_tp, engine=engine)
 
 
 def decode_kv_sequences(d: Deployment, prompt: int, gen: int) -> float:

@@ -55,6 +55,7 @@ class ServingRow:
     ttft_s: float
     tpot_s: float
     ep: int = 1  # attention data-parallel ranks, each with 1/ep of the routed experts (Deployment.ep)
+    expert_tp: int | None = None  # GPUs splitting each routed expert (Deployment.expert_tp); None: all tp
     formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
     # the benchmark's TTFT counts one completion interval E2E / C of the closed loop (serving_rows' docstring)
     ttft_includes_completion_interval: bool = False
@@ -118,7 +119,7 @@ def _deployment(row: ServingRow, engine: Engine) -> Deployment:
     if precision.weights == "fp8":  # W8A8 fp8; int4 and nvfp4 on Hopper are weight-only (bf16 GEMMs)
         precision = replace(precision, activations="fp8")
     return Deployment(load_model(row.model), load_hardware(row.hardware), precision, tp=row.tp, ep=row.ep,
-                      engine=engine)
+                      expert_tp=row.expert_tp, engine=engine)
 
 
 def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
@@ -126,7 +127,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     out = {k: np.full(len(rows), np.nan) for k in ("ttft_before", "tpot_before", "ttft_after", "tpot_after")}
     groups: dict = {}
     for i, row in enumerate(rows):
-        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.prompt, row.gen), []).append(i)
+        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.prompt, row.gen),
+                          []).append(i)
     for (*_, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)

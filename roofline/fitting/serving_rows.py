@@ -18,9 +18,10 @@ Layout: a worker spans tp x dp GPUs (tp_size x attention_dp_size), which for a M
 (AIConfigurator's rule, aiconfigurator_core/sdk/config.py ModelConfig.resolve_moe_parallelism). A blank dp with
 a MoE width past tp is vLLM's data-parallel attention (Qwen3-235B-A22B-FP8 at tp 1 does not fit one H200:
 the width, 2, is its GPUs). Priced through the one pricer (Deployment):
-  dp = 1: Deployment(tp=tp). The experts split tp ways by TP, EP or both: under uniform routing one GPU reads
-          and multiplies the same expected bytes and FLOPs either way (E/e whole experts or all E at 1/t each),
-          so MoE EP under attention TP reduces to TP; its all-reduces stand for the MoE's combine.
+  dp = 1: Deployment(tp=tp, expert_tp=moe_tp). The experts split tp ways by TP, EP or both: under uniform
+          routing one GPU reads and multiplies the same expected bytes and FLOPs either way (E/e whole experts or
+          all E at 1/t each), and its all-reduces stand for the MoE's combine; what differs is the slice of each
+          expert a GPU computes, d_expert / moe_tp columns, which sets its grouped GEMMs' rate.
   tp = 1, dp > 1: Deployment(ep=dp): each GPU its own 1/dp of the sequences and the whole attention (MLA latent
           included), 1/dp of the experts, two all-to-alls a MoE layer (serving/expert_parallel.py). A mean-field
           reduction: a prompt's prefill is spread over the ranks, not run on the one that holds it.
@@ -143,9 +144,11 @@ def _undo_id_multiple(raw: dict) -> dict:
     return read if gpus == gpus_named == _count(read, "moe_tp_size", low=0) * width else raw
 
 
-def layout(raw: dict, model: str, prefix: str = "") -> tuple[int, int] | None:
-    """(tp, dp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep), or None. `prefix`
-    reads one pool of a disaggregated row ("prefill_", "decode_"): the same columns, the same rules."""
+def layout(raw: dict, model: str, prefix: str = "") -> tuple[int, int, int | None] | None:
+    """(tp, dp, expert_tp) of a layout the pricer takes (dp = attention data-parallel ranks, priced as ep;
+    expert_tp = the GPUs splitting each routed expert, moe_tp_size, None for a dense model or an unstated split:
+    all tp), or None. `prefix` reads one pool of a disaggregated row ("prefill_", "decode_"): the same columns,
+    the same rules."""
     if not prefix:
         raw = _undo_id_multiple(raw)
     tp = _count(raw, f"{prefix}tp_size", required=True)
@@ -159,7 +162,8 @@ def layout(raw: dict, model: str, prefix: str = "") -> tuple[int, int] | None:
         return None
     if dp > 1 and (not is_moe or load_model(model).n_experts % dp):
         return None
-    return tp, dp
+    expert_tp = _count(raw, f"{prefix}moe_tp_size", low=0) if width else None  # width == tp x dp: it divides tp
+    return tp, dp, expert_tp if dp == 1 else None
 
 
 def spans_nodes(raw: dict, prefix: str = "") -> bool:
@@ -202,8 +206,9 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
     split = layout(raw, model)
     if split is None:
         return "layout"
-    tp, dp = split
+    tp, dp, expert_tp = split
     return dict(model=model, hardware=systems[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
+                expert_tp=expert_tp,
                 formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
                 gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),

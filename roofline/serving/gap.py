@@ -8,7 +8,8 @@ Priced once per term through the one step pricer, each time switching on the nex
   GQA re-reads       its attention reading a GQA group's K/V again for each query head
   quantized kernels  its dequantizing GEMVs streaming slower than its 16-bit ones
   routed experts     its MoE grouped GEMMs streaming the routed experts' weights slower than its dense GEMVs
-  expert GEMMs       its MoE grouped GEMMs computing below its dense GEMMs' FLOP/s (prefill-sized rows)
+  expert GEMMs       its MoE grouped GEMMs computing below its dense GEMMs' FLOP/s (prefill-sized rows, narrow
+                     slices of each expert under tp)
   MoE layer floor    its fixed cost per MoE layer (routing, permute, grouped GEMMs' kernel chain)
   launch             its fixed cost per layer (kernels a layer x launch latency)
   host               its fixed cost per step
@@ -33,7 +34,7 @@ TERMS = (("kernel roofs", ("roofs",)),
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
          ("routed experts", ("expert_bandwidth_efficiency",)),
-         ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT)),
+         ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT, "expert_slice_half_columns")),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
          ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
