@@ -55,8 +55,8 @@ class Roofs:
         An engine with `roofs: kernel` reaches its factors times the device's kernel roofs (roofline.kernel_roofs)
         at the step's GEMM rows (`tokens`, `expert_tokens` a routed expert's) and a layer's K/V bytes (`kv_bytes`);
         None: the curves' last points.
-        expert_columns: the columns of each routed expert a GPU computes (d_expert / tp), which its grouped GEMMs'
-        rate depends on (Engine.expert_slice_share); None: wide slices.
+        expert_columns: the columns of each routed expert a GPU computes (Deployment.expert_columns), which its
+        grouped GEMMs' rate depends on (Engine.expert_slice_share); None: wide slices.
         """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
 

@@ -72,11 +72,11 @@ PARAMETERS = {
     # Under tp each GPU computes a d_expert / tp slice of every expert: a fused MoE's grouped GEMM over N columns an
     # expert loses throughput as N shrinks (fewer output tiles an expert, the scales and epilogue per expert, the
     # activations re-read per slice), a saturation N / (N + N_half). NVIDIA's profile of the engines' own kernels
-    # (AIConfigurator 0.12.0) puts N_half at ~1500 columns for TensorRT-LLM's block-scaled fp8 CUTLASS MoE and ~350
-    # for vLLM's and SGLang's Triton fused_moe; 64k columns is past any expert (a typo).
+    # (AIConfigurator 0.12.0; validation/expert_slice_fit.py) puts N_half at ~1200 columns for TensorRT-LLM's
+    # block-scaled fp8 CUTLASS MoE and 300-460 for SGLang's and vLLM's Triton fused_moe; 64k is past any expert.
     "expert_slice_half_columns": ("columns", 0.0, 65536.0, "the width of the slice of one expert a GPU computes "
-                                  "(d_expert / tp) at which its grouped GEMMs reach half their wide-slice FLOP/s "
-                                  "(0: no loss with narrow slices)"),
+                                  "(d_expert over the GPUs splitting it) at which its grouped GEMMs reach half their "
+                                  "wide-slice FLOP/s (0: no loss with narrow slices)"),
     # Each MoE layer runs ~6-8 dependent small kernels whatever the batch (router GEMM, top-k, align/permute, two
     # grouped GEMMs whose tiles wait on the longest expert, unpermute/reduce): 1 ms a layer is a typo.
     "expert_layer_overhead_s": ("s", 0.0, 1e-3, "per MoE layer per step: its routing and grouped-GEMM kernel chain's "
@@ -201,7 +201,7 @@ class Engine:
 
     def expert_slice_share(self, columns: float) -> float:
         """The share of their wide-slice FLOP/s a GPU's grouped GEMMs reach over `columns` columns of each expert
-        (d_expert / tp): N / (N + N_half), 1 where the engine states no loss."""
+        (Deployment.expert_columns): N / (N + N_half), 1 where the engine states no loss."""
         half = self.expert_slice_half_columns
         return 1.0 if not half or not columns else columns / (columns + half)
 
