@@ -131,11 +131,12 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
             prompt: int = 1024, gen: int = 128, precision: Precision | None = None, options: Options | None = None,
             tp: int = 1, replicas: int = 1, engine: str | Engine | None = None,
             allow_beyond_window: bool = False, prefill_chunk: int | None = DEFAULT_PREFILL_CHUNK,
-            **overrides) -> Analysis:
+            expert_tp: int | None = None, **overrides) -> Analysis:
     """Prefill, decode, memory and E2E metrics of one model on one device at each batch size.
 
     tp, replicas: tensor-parallel degree and model copies (roofline.deployment): with tp > 1 the
     memory figures are per GPU and the step times include the all-reduces (comm_s).
+    expert_tp: of the tp GPUs, how many split each routed expert (Deployment.expert_tp; None: all tp).
     engine: a profile (data/engines name, YAML path or Engine): the times are that engine's estimate,
     and ideal_ttft_s, ideal_tpot_s, ideal_e2e_s keep the roofline bound beside them.
     overrides: architecture what-ifs applied to the config (n_kv_heads=8, cla_factor=2, ...).
@@ -143,7 +144,7 @@ def analyze(model: str | ModelConfig = "llama-2-13b", hardware: str | Hardware =
     prefill_chunk: prompt tokens per prefill step, which sizes the activation workspace (None: the whole batch).
     """
     deployment = Deployment.of(model, hardware, precision=precision, options=options, tp=tp,
-                               replicas=replicas, engine=engine, **overrides)
+                               replicas=replicas, engine=engine, expert_tp=expert_tp, **overrides)
     prompt = _check_positive("prompt", prompt)
     gen = _check_positive("gen", gen)
     check_context(deployment.config, prompt + gen, allow=allow_beyond_window)

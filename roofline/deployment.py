@@ -142,9 +142,12 @@ class Deployment:
                 raise ValueError("ep: expert parallelism combined with tp or pp is not modelled; use tp=pp=1 with ep")
         if self.expert_tp is not None:
             whole("expert_tp", self.expert_tp)
-            if MOE not in self.config.layer_mlp or self.tp % self.expert_tp:
+            if MOE not in self.config.layer_mlp:
+                raise ValueError(f"expert_tp: model {self.config.name!r} has no routed experts to split; leave it "
+                                 "unset (--expert-tp is for MoE models)")
+            if self.tp % self.expert_tp:
                 raise ValueError(f"expert_tp: {self.expert_tp} GPUs splitting each routed expert must divide tp = "
-                                 f"{self.tp} of a MoE model (got model {self.config.name!r}); leave it unset (all tp)")
+                                 f"{self.tp}; use a divisor of {self.tp}, or leave it unset (all tp)")
         if self.gpus_per_replica > 1:
             link(self.hardware)  # raises naming the hardware when it has no interconnect
 

@@ -57,6 +57,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "beside them")
     parser.add_argument("--tp", metavar="T", default="1", help="tensor-parallel degree (default %(default)s)")
     parser.add_argument("--replicas", metavar="M", default="1", help="model copies (default %(default)s)")
+    parser.add_argument("--expert-tp", metavar="N", default=None,
+                        help="MoE only: of the --tp GPUs, how many split each routed expert; the rest hold whole "
+                             "experts (expert parallelism inside tp: vLLM --enable-expert-parallel, TensorRT-LLM "
+                             "moe_ep_size). Default: all --tp (each GPU a d_expert / tp slice of every expert)")
     add_prefill_chunk(parser)
     parser.add_argument("--allow-beyond-window", action="store_true",
                         help="price a prompt + gen longer than the model's context window instead of refusing it")
@@ -78,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         options=Options(attention=_choice("--attention", args.attention, ATTENTION_IMPLS),
                         mla_form=_mla_form(config, args.mla_form)),
         tp=parse.number(args.tp, "--tp", whole=True), replicas=parse.number(args.replicas, "--replicas", whole=True),
+        expert_tp=None if args.expert_tp is None else parse.number(args.expert_tp, "--expert-tp", whole=True),
         engine=engine_choice(args), allow_beyond_window=args.allow_beyond_window,
         prefill_chunk=prefill_chunk(args.prefill_chunk), **overrides)
     if under_load(args):
