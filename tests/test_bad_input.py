@@ -125,3 +125,14 @@ def test_an_abbreviated_or_unknown_flag_is_refused_not_guessed(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["report", "--model", "llama-2-7b", "--tp", "4"])
     assert exit_.value.code == 2 and "unrecognized arguments: --tp 4" in capsys.readouterr().err
+
+
+def test_a_deprecated_flag_beside_a_bad_one_is_still_one_line(capsys):
+    """Hypothesis's draw call=('crossovers', ['--model', '--calibration'], ['', 'ideal']): the deprecation note
+    waits for the command to succeed; a refused command answers with its one error line."""
+    from roofline.cli import main
+    assert main(["crossovers", "--model", "", "--calibration", "ideal"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error: model:" in err[0]
+    assert main(["crossovers", "--model", "llama-2-7b", "--calibration", "ideal"]) == 0
+    assert "note: --calibration is deprecated" in capsys.readouterr().err

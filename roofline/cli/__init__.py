@@ -50,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command not in runners:
         print(f"roofline {args.command}: error: {missing}", file=sys.stderr)
         return 2
+    engines.NOTES.clear()
     try:
-        return runners[args.command](args) or 0
+        code = runners[args.command](args) or 0
+        for note in engines.NOTES:
+            print(note, file=sys.stderr)
+        return code
     except ValueError as err:
         print(f"roofline {args.command}: error: {err}", file=sys.stderr)
         return 2

@@ -19,6 +19,11 @@ RENAMED = {"default": "harness", "cuda-nvidia-h100-80gb-hbm3": "harness", "cpu-a
 CALIBRATION_HELP = "deprecated: an engine profile now; use --engine (default -> harness, the H100 harness fit)"
 
 
+# Notes a command leaves for stderr (a deprecated flag's), printed once it succeeds: a refused command's answer is
+# its one error line (roofline.cli.main).
+NOTES: list[str] = []
+
+
 def engine_choice(args: argparse.Namespace) -> str | None:
     """--engine, or the deprecated --calibration standing for it (with a note on stderr)."""
     old = getattr(args, "calibration", None)
@@ -32,8 +37,8 @@ def engine_choice(args: argparse.Namespace) -> str | None:
         load_engine(new)
     except ValueError as err:
         raise ValueError(f"--calibration {old!r} (deprecated; use --engine): {err}") from None
-    print(f"roofline: note: --calibration is deprecated: a calibration is an engine profile now; "
-          f"use --engine {new}", file=sys.stderr)
+    NOTES.append(f"roofline: note: --calibration is deprecated: a calibration is an engine profile now; "
+                 f"use --engine {new}")
     return new
 
 

@@ -27,6 +27,7 @@ from ..study.report import DEFAULTS, ValidationInput, build_study
 from ..views.render import html, markdown, results_frame, results_json
 from . import args as parse
 from .analyze import add_experts, experts_of
+from .engines import NOTES
 
 FORMATS = ("md", "html")
 MEASUREMENTS_DIR = DATA_DIR / "measurements"
@@ -251,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
     if args.calibration is not None:
         if args.fit is not None:
             raise ValueError("--calibration and --fit: give --fit only (--calibration is deprecated)")
-        print("roofline report: note: --calibration is deprecated; use --fit", file=sys.stderr)
+        NOTES.append("roofline report: note: --calibration is deprecated; use --fit")
     slo, experts = _slo(args), experts_of(args)
     out, created = writable_directory(args.out)  # after every flag is read, before the minutes of computing
     try:
