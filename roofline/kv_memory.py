@@ -8,7 +8,14 @@ CUDA context, cuBLAS and NCCL workspaces) and the engine takes a fraction for it
   free:  the fraction of what is free once weights, activations and the runtime are in (TensorRT-LLM
          KvCacheConfig.free_gpu_memory_fraction, default 0.9: KV = 0.9 x (usable − reserve − weights − activations)).
 The pool holds whole blocks (vLLM 16 tokens, TensorRT-LLM 32): a sequence takes ⌈tokens / block⌉ blocks.
-The ideal bound (no engine) keeps everything but the reserve, in one-token blocks.
+When a sequence takes them is the engine's admission rule:
+  reserve:   its prompt's and output's blocks at admission, P + G tokens for its whole life (TensorRT-LLM's default
+             capacity policy GUARANTEED_NO_EVICT: a request is scheduled only if its maximum blocks fit);
+  on_demand: its prompt's at admission, then a block as its output reaches one (vLLM's KVCacheManager.allocate_slots
+             each step; when none is free the scheduler preempts the newest running request, frees its blocks and
+             recomputes it later). Sequences spread evenly over their output hold P + G / 2 tokens on average, so a
+             steady stream of them fits in the pool at that size; the recomputation of the preempted is left out.
+The ideal bound (no engine) keeps everything but the reserve, in one-token blocks, reserved.
 """
 from __future__ import annotations
 
@@ -21,6 +28,8 @@ from .userfile import sourced_section
 
 TOTAL, FREE = "total", "free"
 RULES = (TOTAL, FREE)
+RESERVE, ON_DEMAND = "reserve", "on_demand"
+ADMISSIONS = (RESERVE, ON_DEMAND)
 # The runtime's own bytes: the CUDA context alone is ~0.5 GiB on Hopper under CUDA 12 (it holds the kernels
 # of every loaded library), and cuBLAS / NCCL keep workspaces beside it. A stated assumption, not measured here.
 RUNTIME_RESERVE_BYTES = 1 << 30
@@ -33,6 +42,7 @@ class KvMemory:
     fraction: float = 1.0  # of the rule's bytes the KV pool takes
     block_tokens: int = 1
     reserve_bytes: float = RUNTIME_RESERVE_BYTES
+    admission: str = RESERVE  # when a sequence takes its blocks: all at admission, or as its tokens arrive
     sources: dict = field(default_factory=dict)  # parameter -> where its value comes from
 
     def __post_init__(self):
@@ -47,6 +57,10 @@ class KvMemory:
                              "vLLM uses 16, TensorRT-LLM 32")
         if not (isinstance(self.reserve_bytes, (int, float)) and 0 <= self.reserve_bytes < math.inf):
             raise ValueError(f"memory.reserve_bytes: must be a finite number of bytes >= 0, got {self.reserve_bytes!r}")
+        if self.admission not in ADMISSIONS:
+            raise ValueError(f"memory.admission: unknown rule {self.admission!r}; use '{RESERVE}' (prompt and output "
+                             f"blocks held from admission, as TensorRT-LLM) or '{ON_DEMAND}' (a block as tokens arrive, "
+                             "as vLLM)")
 
     def budget(self, usable_bytes: float, weight_bytes) -> tuple:
         """(room, share): the KV pool and the activations it makes room for satisfy KV + share x activations <= room
@@ -64,10 +78,19 @@ class KvMemory:
         """Tokens a sequence of `tokens` takes in whole blocks."""
         return np.ceil(np.asarray(tokens, dtype=float) / self.block_tokens) * self.block_tokens
 
+    def resident_tokens(self, prompt, gen):
+        """Tokens a sequence of `prompt` in and `gen` out holds in the pool, in whole blocks, over its life in a steady
+        stream: P + G reserved, or P + G / 2 on average taken on demand (the admission rules above)."""
+        held = np.asarray(gen, dtype=float) / 2 if self.admission == ON_DEMAND else np.asarray(gen, dtype=float)
+        return self.blocks_tokens(np.asarray(prompt, dtype=float) + held)
+
     def as_document(self) -> dict:
-        return {"rule": self.rule, "fraction": {"value": self.fraction, "source": self.sources.get("fraction", "")},
-                "block_tokens": {"value": self.block_tokens, "source": self.sources.get("block_tokens", "")},
-                "reserve_bytes": {"value": self.reserve_bytes, "source": self.sources.get("reserve_bytes", "")}}
+        out = {"rule": self.rule, "fraction": {"value": self.fraction, "source": self.sources.get("fraction", "")},
+               "block_tokens": {"value": self.block_tokens, "source": self.sources.get("block_tokens", "")},
+               "reserve_bytes": {"value": self.reserve_bytes, "source": self.sources.get("reserve_bytes", "")}}
+        if self.admission != RESERVE or "admission" in self.sources:  # absent from a file: reserve
+            out["admission"] = {"value": self.admission, "source": self.sources.get("admission", "")}
+        return out
 
 
 IDEAL_MEMORY = KvMemory(sources={"fraction": "the ideal bound: every byte beside the weights and the reserve",
@@ -78,7 +101,7 @@ def memory_from_document(raw, where: str) -> KvMemory:
     """The `memory:` section of an engine file (absent: the ideal bound's)."""
     if raw is None:
         return IDEAL_MEMORY
-    values, sources = sourced_section(raw, where, "memory", ("fraction", "block_tokens", "reserve_bytes"),
+    values, sources = sourced_section(raw, where, "memory", ("fraction", "block_tokens", "reserve_bytes", "admission"),
                                       plain=("rule",))
     try:
         return KvMemory(sources=sources, **values)

@@ -1,14 +1,17 @@
 """The steady state at an offered load against the simulator running the same scheduler, hand numbers and limits."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from roofline import load_hardware, load_model
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
+from roofline.kv_memory import ON_DEMAND
 from roofline.memory import workspace
 from roofline.model import DECODE, PREFILL, QUERIES
 from roofline.scheduler import MIXED
-from roofline.serving.batching import StepCost, Workload, simulate_continuous
+from roofline.serving.batching import StepCost, Workload, engine_terms, simulate_continuous
 from roofline.serving.load import LoadModel, Policy, kv_sequences
 from roofline.serving.mixed_step import StepTable, dense_seconds, mixed_step_seconds
 
@@ -170,3 +173,40 @@ def test_on_demand_blocks_preempt_the_newest_and_every_request_still_finishes():
 def test_on_demand_blocks_need_a_block_size():
     with pytest.raises(ValueError, match="^on_demand:"):
         simulate_continuous(Workload(np.zeros(1), np.array([5]), np.array([5])), StepCost(IDEAL), 4, on_demand=True)
+
+
+def test_an_engine_taking_blocks_on_demand_holds_sequences_at_their_mean_size():
+    per_token = 2 * 32 * 8 * 128 * 2
+    piece, pieces = workspace(IDEAL, 17.0, 8192)
+    usable = IDEAL.weight_bytes + IDEAL.engine.memory.reserve_bytes + float(pieces) * float(piece) + 320 * per_token
+    on_demand = replace(IDEAL, engine=replace(IDEAL.engine, memory=replace(IDEAL.engine.memory, admission=ON_DEMAND)))
+    assert kv_sequences(on_demand, 17, 10, 1, usable_bytes=usable) == 14  # 320 // (17 + 10 / 2)
+    assert kv_sequences(on_demand, 17, 10, 16, usable_bytes=usable) == 10  # 22 tokens -> 2 blocks of 16, as 27 do
+    assert kv_sequences(on_demand, 17, 30, 16, usable_bytes=usable) == 10  # 32 tokens -> 2 blocks; reserved 47 -> 3
+    assert kv_sequences(IDEAL, 17, 30, 16, usable_bytes=usable) == 6
+
+
+def test_vllm_and_sglang_take_blocks_on_demand_and_tensorrt_llm_reserves_them():
+    for name, demand in (("vllm", True), ("sglang", True), ("tensorrt-llm-1", False), ("tensorrt-llm", False)):
+        d = Deployment(MODEL, H100, engine=load_engine(name))
+        assert engine_terms(d)["on_demand"] is demand, name
+        assert (d.engine.memory.admission == ON_DEMAND) is demand and (demand is False or d.engine.memory.sources["admission"])
+
+
+def test_a_stream_that_fits_only_on_demand_runs_unqueued_there_and_queues_when_reserved():
+    """Poisson arrivals of 200 in, 200 out with ~19 in flight on average, often more: a pool of 8,000 tokens holds
+    20 reserved (400 tokens each) but ~26 at their mean 300 tokens. Taking blocks on demand, the simulator runs them
+    with a running batch past the reserved pool's 20 and a median TTFT near a lone prefill (a few preempted requests
+    wait); reserving, the same stream queues past 20 and its TTFT is over 20 times longer."""
+    prompt = gen = 200
+    rng = np.random.default_rng(3)
+    arrivals = np.cumsum(rng.exponential(1 / 14.0, 1500))
+    work = Workload(arrivals, np.full(1500, prompt), np.full(1500, gen))
+    cost, middle = StepCost(TRT), slice(WARM, 1500 - WARM)
+    demand = simulate_continuous(work, cost, 256, capacity_tokens=8000, block_size=16, chunk_tokens=BUDGET,
+                                 on_demand=True)
+    reserved = simulate_continuous(work, cost, 256, capacity_tokens=8000, block_size=16, chunk_tokens=BUDGET)
+    assert reserved.trace_batch.max() == 20 and demand.trace_batch.max() > 20
+    lone = float(TRT.step(PREFILL, 1.0, float(prompt)).total_s)
+    assert np.median(demand.ttft_s[middle]) < 2 * lone
+    assert np.mean(demand.ttft_s[middle]) < 0.05 * np.mean(reserved.ttft_s[middle])

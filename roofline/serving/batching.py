@@ -9,7 +9,8 @@ overheads included; collectives and overheads go with the flattened ops).
               until its longest output ends; every request returns when its batch does.
   continuous: iteration-level scheduling: requests join after any step and leave when done, FCFS,
               limited by `max_batch` and by KV memory (reserved at admission: prompt + output rounded
-              up to blocks of `block_size`, or the workload's longest sequence when contiguous);
+              up to blocks of `block_size`, or the workload's longest sequence when contiguous; or taken on
+              demand, as the engine's admission rule says, roofline.kv_memory);
               optional chunked prefill caps the tokens of one iteration (mixed: the decoders' tokens and the
               chunks share it, as vLLM and TensorRT-LLM run; or prefill first, as SGLang runs by default: a step
               with prompts waiting carries prompt tokens alone, up to the chunk, and the decoders pause for it,
@@ -18,7 +19,7 @@ overheads included; collectives and overheads go with the flattened ops).
               Closed loop (`clients`): the first
               `clients` requests arrive together and each later one when a request completes (a serving
               benchmark's fixed concurrency; work.arrivals is then ignored).
-Left out: preemption and swapping, sampling time.
+Left out: swapping (preemption recomputes, on_demand below), sampling time.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..deployment import Deployment
+from ..kv_memory import ON_DEMAND
 from ..scheduler import MIXED
 from ..sharding import whole
 from .attention_dp import BalanceGate, chunk_share
@@ -324,13 +326,13 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
 
 def engine_terms(d: Deployment) -> dict:
     """What the engine's profile tells simulate_continuous: its per-request cost, the steps its scheduler batches
-    ahead, whether its steps mix prompts with decode tokens, and how it balances prompts over attention data-parallel
-    ranks (roofline.scheduler). Every caller that simulates a
-    Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
+    ahead, whether its steps mix prompts with decode tokens, how it balances prompts over attention data-parallel
+    ranks (roofline.scheduler), and whether it takes KV blocks on demand (roofline.kv_memory's admission rule). Every
+    caller that simulates a Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
     scheduler = d.engine.scheduler
     return {"request_overhead_s": d.engine.request_overhead_s, "overlap_steps": scheduler.overlap_steps,
             "mixed": scheduler.step_policy == MIXED, "ranks": d.ep,
-            "balance_steps": scheduler.attention_dp_balance_steps}
+            "balance_steps": scheduler.attention_dp_balance_steps, "on_demand": d.engine.memory.admission == ON_DEMAND}
 
 
 def simulate(d: Deployment, work: Workload, policy: str = CONTINUOUS, max_batch: int = 256,

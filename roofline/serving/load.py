@@ -61,7 +61,7 @@ class Policy:
     fills a step, the engine's unless named (`for_engine`)."""
     token_budget: int = 8192  # vLLM's max_num_batched_tokens with chunked prefill; TensorRT-LLM max_num_tokens
     max_batch: int = 256  # vLLM max_num_seqs; TensorRT-LLM max_batch_size
-    kv_sequences: float = math.inf  # sequences the KV pool holds at P + G tokens each
+    kv_sequences: float = math.inf  # sequences the KV pool holds (kv_sequences: at P + G, or P + G / 2 on demand)
     step_policy: str | None = None  # None: the engine's; or MIXED, or PREFILL_FIRST (SGLang's), roofline.scheduler
 
     def __post_init__(self):
@@ -250,8 +250,10 @@ class LoadModel:
 
 def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = None, token_budget: int = 8192,
                  usable_bytes: float | None = None) -> float:
-    """Sequences of P + G tokens, in whole blocks, the engine's KV pool holds (roofline.kv_memory): one GPU's, e GPUs' under ep:
-    the bytes the device shows the runtime (or `usable_bytes`), the engine's rule, one budget's activations."""
+    """Sequences of P in and G out, in whole blocks, the engine's KV pool holds (roofline.kv_memory): one GPU's, e GPUs'
+    under ep: the bytes the device shows the runtime (or `usable_bytes`), the engine's rule, one budget's activations;
+    each holds P + G tokens where the engine reserves them at admission, P + G / 2 on average where it takes them on
+    demand (KvMemory.resident_tokens)."""
     if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer))
                                    or block_size < 1):
         raise ValueError(f"block_size: must be a whole number of tokens >= 1, got {block_size!r}; vLLM uses 16")
@@ -261,7 +263,7 @@ def kv_sequences(d: Deployment, prompt: int, gen: int, block_size: int | None = 
     # under expert parallelism a GPU holds 1/e of the routed experts, and the pool of each of the e GPUs its own sequences
     weights = d.weight_bytes if d.ep == 1 else float(d.memory_bytes(0.0, 0.0)[0])
     room = float(pool.kv_room(d.hardware.capacity_bytes if usable_bytes is None else usable_bytes, weights, activations))
-    per_sequence = float(d.compiled.kv_cache(1.0, float(pool.blocks_tokens(prompt + gen)), d.precision.kv_bytes))
+    per_sequence = float(d.compiled.kv_cache(1.0, float(pool.resident_tokens(prompt, gen)), d.precision.kv_bytes))
     return math.floor(room / per_sequence) * d.ep if room > 0 and per_sequence > 0 else 0.0
 
 
