@@ -9,7 +9,8 @@ quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows 
   before: today's offline estimates: TPOT the decode step of a batch of `concurrency` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
   after:  the closed loop at that concurrency (roofline.serving.load) under the engine's default scheduler
-          (its profile's `scheduler:`): TTFT the mean over a run of RUN_REQUESTS_PER_CLIENT x C requests, whose
+          (its profile's `scheduler:`; the token budget and memory fraction its launch script set, where public:
+          roofline.fitting.launches): TTFT the mean over a run of RUN_REQUESTS_PER_CLIENT x C requests, whose
           first C are sent together at t = 0 (roofline.serving.first_wave), the rest at the steady state's;
           TPOT the steady state's, (E2E - TTFT) / (osl - 1), the benchmarks' per-request mean.
 Rows whose benchmark timed TTFT from one completion ahead (serving_rows.COMPLETION_INTERVAL_SOURCES) are compared
@@ -33,6 +34,7 @@ from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 from ..serving.load import LoadModel, Policy, kv_sequences
+from .launches import Launch
 from .serving_rows import REASONS, REQUIRED, read_row
 
 # Requests a run per client, N / C: the rows do not state N. Assumed 10: genai-perf's published sweeps set
@@ -59,6 +61,7 @@ class ServingRow:
     formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
     # the benchmark's TTFT counts one completion interval E2E / C of the closed loop (serving_rows' docstring)
     ttft_includes_completion_interval: bool = False
+    launch: Launch | None = None  # the public launch script's memory fraction and token budget (launches); None: the profile's
 
     @property
     def precision(self) -> Precision:
@@ -115,6 +118,9 @@ def _priceable(fields: dict) -> bool:
 
 
 def _deployment(row: ServingRow, engine: Engine) -> Deployment:
+    """The row's deployment under `engine`, with the memory fraction its launch script set (launches)."""
+    if row.launch is not None:
+        engine = row.launch.engine(engine)
     precision = row.precision
     if precision.weights == "fp8":  # W8A8 fp8; int4 and nvfp4 on Hopper are weight-only (bf16 GEMMs)
         precision = replace(precision, activations="fp8")
@@ -127,15 +133,19 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     out = {k: np.full(len(rows), np.nan) for k in ("ttft_before", "tpot_before", "ttft_after", "tpot_after")}
     groups: dict = {}
     for i, row in enumerate(rows):
-        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.prompt, row.gen),
-                          []).append(i)
-    for (*_, prompt, gen), members in groups.items():
+        # one load model a deployment, workload and token budget (a launch's may vary with the concurrency)
+        budget = engine.scheduler.token_budget if row.launch is None else row.launch.budget(engine, row.concurrency,
+                                                                                               row.prompt)
+        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.launch, budget,
+                           row.prompt, row.gen), []).append(i)
+    for (*_, budget, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
         out["tpot_before"][members] = np.broadcast_to(decode.total_s, concurrency.shape)
         out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + engine.request_overhead_s
-        budget, running = engine.scheduler.token_budget, engine.scheduler.max_sequences
+        # a step carries no more decode tokens than its budget: a launch's small budget caps the running batch too
+        running = min(engine.scheduler.max_sequences, budget - 1)
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue

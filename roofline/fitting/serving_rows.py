@@ -12,7 +12,8 @@ every weight that is not a routed expert, moe_quant_mode for the routed experts.
 scale per 128 x 128 block (4/16384 of a byte a weight, left out, as checkpoint_format does). nvfp4 is E2M1 with an
 fp8 scale per 16 (4.5 bits, precision.py); Hopper has no FP4 tensor core, so its GEMMs dequantize and run in the
 16-bit activations' dtype, as every weight-only format here (only gpt-oss carries the label, and its checkpoint
-ships MXFP4, priced so). The KV cache is 16-bit (the rows do not say). fp8 rows are W8A8: their GEMMs run at
+ships MXFP4, priced so). The KV cache is the launch script's where it is public (roofline.fitting.launches: the
+InferenceX rows), else 16-bit (the rows do not say). fp8 rows are W8A8: their GEMMs run at
 the fp8 peak (published_serving._deployment sets the activations; int4 and nvfp4 on Hopper stay weight-only).
 Layout: a worker spans tp x dp GPUs (tp_size x attention_dp_size), which for a MoE equals moe_tp x moe_ep
 (AIConfigurator's rule, aiconfigurator_core/sdk/config.py ModelConfig.resolve_moe_parallelism). A blank dp with
@@ -32,6 +33,9 @@ file's TensorRT-LLM 1.1.0rc2 / gpt-oss-dev and SGLang v0.5.9-cu129 rows of sourc
 gpt-oss-120b `_tp2_ep2_` states tp 4, moe 2 x 2, and its TPOT is the `_tp2_ep1_` rows' of the same file within
 3% at every load (tests/test_serving_rows.py); `_tp4_ep4_` states tp 16, `_tp8_ep8_` tp 64, and DeepSeek-R1's
 attention-DP `_tp8_ep8_` dp 64, moe 8 x 8 where its copy in source_file=2026-03-25.csv states dp 8, moe 1 x 8.
+Launch: where the row's launch script is public (roofline.fitting.launches), its KV format, memory fraction and token
+budget; a group whose launch is not what the row states (speculative decoding, a client concurrency that is not the
+server's) is left out by reason "launch".
 Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
@@ -56,11 +60,13 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 
 from ..models.checkpoint_format import load_shipped_precision
 from ..models.config import MOE, load_model
 from ..precision import Precision
+from .launches import launch_of
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b",
@@ -71,7 +77,7 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
 QUANT_FORMATS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4", "nvfp4": "nvfp4"}
 GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link the hardware files give)
-REASONS = ("model", "device", "format", "layout")
+REASONS = ("model", "device", "format", "layout", "launch")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 SOURCE_FILE = re.compile(r"source_file=([^;]+)")
 ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")  # an id's worker: GPUs, expert-parallel width
@@ -203,6 +209,11 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
     precision = (read_formats or formats)(raw, model)
     if precision is None:
         return "format"
+    launch = launch_of(raw)
+    if launch is not None and launch.left_out:
+        return "launch"
+    if launch is not None and launch.kv_cache_dtype is not None:
+        precision = replace(precision, kv=launch.kv_cache_dtype)
     split = layout(raw, model)
     if split is None:
         return "layout"
@@ -212,4 +223,4 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
                 formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
                 gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),
-                ttft_includes_completion_interval=ttft_includes_completion_interval(raw))
+                ttft_includes_completion_interval=ttft_includes_completion_interval(raw), launch=launch)

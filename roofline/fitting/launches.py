@@ -1,0 +1,143 @@
+"""How the serving rows' engines were launched, where the launch script is public: data/published/serving-launches.csv.
+
+serving-hopper.csv states a row's weight formats and layout but not its KV-cache format or the engine flags it ran
+under. Its InferenceMAX / InferenceX rows (those with a `measured=` date in silicon_data_source) were launched by
+public scripts (github:SemiAnalysisAI/InferenceX, benchmarks/), and those scripts say what the row ran with. Each line
+of the launch file is one (backend, model_path, system, measured date) group, read at the last commit that touched its
+script on or before that date: the KV-cache format (TensorRT-LLM's `kv_cache_config: dtype`, vLLM's and SGLang's
+`--kv-cache-dtype`; blank where the script sets none: the engine's default, 16-bit for these checkpoints), the memory
+fraction (TensorRT-LLM `free_gpu_memory_fraction`, vLLM `--gpu-memory-utilization`, SGLang `--mem-fraction-static`:
+the fraction of the engine's own rule, roofline.kv_memory; blank: the profile's default), the token budget (TensorRT-LLM
+`--max_num_tokens`, vLLM `max-num-batched-tokens`, SGLang `--chunked-prefill-size`; a number, or the DeepSeek-R1
+scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the profile's), why a
+group is left out (a launch that is not what the row states), the script, the commit and the lines that say so.
+
+Why it matters: the KV pool holds twice the sequences in fp8. TensorRT-LLM reserves a request's prompt and output
+blocks when it admits it (GUARANTEED_NO_EVICT), so past the pool the rest queue: Llama-3.3-70B fp8 on one H200, 1024
+in / 8192 out, measures TTFT 0.45 s at C = 32, 80 s at 64 and 369 s at 128 with TPOT 30.4-30.5 ms at both 64 and 128
+(the running batch capped). A closed loop of C clients over N running slots waits (C / N − 1) x E2E: 80 s and 369 s
+give N ~ 49 and ~ 52, the pool of an fp8 cache (46 sequences of 9,216 tokens here), not a 16-bit one's 23
+(tests/test_launches.py). A row whose group is not in the file keeps the 16-bit cache and the profile's defaults.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from ..engine import Engine
+from ..hardware import DATA_DIR
+from ..precision import BITS
+
+LAUNCHES = DATA_DIR / "published" / "serving-launches.csv"
+COLUMNS = ("backend", "model_path", "system", "measured", "kv_cache_dtype", "memory_fraction", "token_budget",
+           "left_out", "script", "commit", "evidence")
+MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
+BUDGET_RULE = re.compile(r"C\+P\+(\d+) in (\d+)s(?:, at least (\d+))?")
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """A launch's token budget: `fixed` tokens, or (C + P + plus) rounded up to `multiple`, at least `floor`."""
+    fixed: int | None = None
+    plus: int = 0
+    multiple: int = 1
+    floor: int = 0
+
+    def tokens(self, concurrency: int, prompt: int) -> int:
+        if self.fixed is not None:
+            return self.fixed
+        return max(self.floor, math.ceil((concurrency + prompt + self.plus) / self.multiple) * self.multiple)
+
+
+@dataclass(frozen=True)
+class Launch:
+    kv_cache_dtype: str | None  # None: not set, the engine's default (16-bit for these checkpoints)
+    memory_fraction: float | None  # None: the profile's
+    token_budget: TokenBudget | None  # None: the profile's
+    left_out: str  # "" or why the group's rows are not what they state
+    script: str  # path@commit of the launch script
+
+    def engine(self, engine: Engine) -> Engine:
+        """`engine` with the launch's memory fraction (its own rule's) where the script set one."""
+        if self.memory_fraction is None:
+            return engine
+        return replace(engine, memory=replace(engine.memory, fraction=self.memory_fraction))
+
+    def budget(self, engine: Engine, concurrency: int, prompt: int) -> int:
+        """The token budget the row ran with: the script's, else the profile's."""
+        return engine.scheduler.token_budget if self.token_budget is None else self.token_budget.tokens(concurrency,
+                                                                                                         prompt)
+
+
+def measured_date(raw: dict) -> str:
+    """The row's `measured=` date (YYYY-MM-DD) in silicon_data_source, "" where not stated."""
+    found = MEASURED.search(raw.get("silicon_data_source") or "")
+    return found.group(1) if found else ""
+
+
+def _budget(text: str, where: str) -> TokenBudget | None:
+    if not text:
+        return None
+    if text.isdigit() and int(text) >= 2:
+        return TokenBudget(fixed=int(text))
+    rule = BUDGET_RULE.fullmatch(text)
+    if rule is None:
+        raise ValueError(f"{where}: field 'token_budget' {text!r} is neither a number of tokens nor a rule; fix: e.g. "
+                         "8192, or 'C+P+64 in 64s' ((C + P + 64) rounded up to 64), or blank for the profile's")
+    return TokenBudget(plus=int(rule.group(1)), multiple=int(rule.group(2)), floor=int(rule.group(3) or 0))
+
+
+def _fraction(text: str, where: str) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise ValueError(f"{where}: field 'memory_fraction' must be in (0, 1], got {text!r}; fix: the script's value, "
+                         "or blank for the profile's")
+    return value
+
+
+def _launch(raw: dict, where: str) -> Launch:
+    kv = raw["kv_cache_dtype"].strip() or None
+    if kv is not None and kv not in BITS:
+        raise ValueError(f"{where}: field 'kv_cache_dtype' {kv!r} is no format; fix: one of {', '.join(sorted(BITS))}, "
+                         "or blank where the script sets none")
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", raw["measured"].strip()):
+        raise ValueError(f"{where}: field 'measured' must be YYYY-MM-DD, got {raw['measured']!r}")
+    if not (raw["script"].strip() and re.fullmatch(r"[0-9a-f]{40}", raw["commit"].strip()) and raw["evidence"].strip()):
+        raise ValueError(f"{where}: a launch needs its script, commit (40 hex digits) and evidence; fix: cite the "
+                         "script's lines at the commit")
+    return Launch(kv, _fraction(raw["memory_fraction"].strip(), where), _budget(raw["token_budget"].strip(), where),
+                  raw["left_out"].strip(), f"{raw['script'].strip()}@{raw['commit'].strip()}")
+
+
+@lru_cache(maxsize=None)
+def read_launches(path: Path = LAUNCHES) -> dict:
+    """{(backend, model_path, system, measured): Launch}; a line that does not read raises naming the file, the
+    line and the field."""
+    table = {}
+    with Path(path).open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise ValueError(f"{str(path)!r}: no column {', '.join(missing)}; fix: the header is {','.join(COLUMNS)}")
+        for line, raw in enumerate(reader, start=2):
+            where = f"{str(path)!r}: line {line}"
+            key = tuple(raw[c].strip() for c in COLUMNS[:4])
+            if key in table:
+                raise ValueError(f"{where}: group {key} given twice; fix: keep one line a group")
+            table[key] = _launch(raw, where)
+    return table
+
+
+def launch_of(raw: dict, path: Path = LAUNCHES) -> Launch | None:
+    """The launch of a serving-hopper.csv row's group, None where the file does not hold it."""
+    key = (raw.get("backend", ""), raw.get("model_path", ""), raw.get("system", ""), measured_date(raw))
+    return read_launches(path).get(key) if key[3] else None

@@ -1,0 +1,99 @@
+"""The serving rows' launch facts (data/published/serving-launches.csv): the file reads and names real row groups, a
+launched row takes its KV format, and the measured queue of TensorRT-LLM's Llama-3.3-70B rows says the pool they ran
+was an fp8 cache's (the module docstring's evidence, from the rows themselves)."""
+import csv
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from roofline.engine import load_engine
+from roofline.fitting.launches import LAUNCHES, launch_of, measured_date, read_launches
+from roofline.fitting.published_serving import _deployment, read_serving_rows, read_serving_table
+from roofline.serving.load import kv_sequences
+from serving_sample import TAIL, write_sample
+
+SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / "serving-hopper.csv"
+HEADER = "backend,model_path,system,measured,kv_cache_dtype,memory_fraction,token_budget,left_out,script,commit,evidence\n"
+LLAMA_70B_FP8 = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x8192_c{}_tp1_ep1"
+
+
+def test_every_launch_line_reads_and_cites_a_commit():
+    table = read_launches(LAUNCHES)
+    assert table
+    for (backend, _, system, measured), launch in table.items():
+        assert backend in ("trtllm", "vllm", "sglang") and system in ("h100_sxm", "h200_sxm")
+        assert len(measured) == 10 and "@" in launch.script and len(launch.script.split("@")[1]) == 40
+
+
+@pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
+def test_every_launch_group_names_aggregated_rows_of_the_file():
+    groups = Counter()
+    with SERVING_HOPPER.open(newline="") as handle:
+        for raw in csv.DictReader(handle):
+            if raw["mode"] == "agg":
+                groups[(raw["backend"], raw["model_path"], raw["system"], measured_date(raw))] += 1
+    for key in read_launches(LAUNCHES):
+        assert groups[key] > 0, f"{key} names no aggregated row of serving-hopper.csv"
+
+
+def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_path):
+    launches = tmp_path / "launches.csv"
+    launches.write_text(HEADER + "vllm,meta-llama/Llama-3.1-70B,h200_sxm,2025-10-29,fp8,0.95,C+P+64 in 64s,,b.sh,"
+                        + "a" * 40 + ",kv fp8\n")
+    launched = {"backend": "vllm", "model_path": "meta-llama/Llama-3.1-70B", "system": "h200_sxm",
+                "silicon_data_source": "source_file=x.csv; measured=2025-10-29T00:00:00.000Z"}
+    launch = launch_of(launched, launches)
+    assert launch.kv_cache_dtype == "fp8" and launch.memory_fraction == 0.95
+    engine = load_engine("vllm")
+    assert launch.engine(engine).memory.fraction == 0.95 and launch.engine(engine).memory.rule == engine.memory.rule
+    assert launch.budget(engine, 64, 1024) == 1152 and launch.budget(engine, 65, 1024) == 1216  # ceil((C+P+64)/64) 64s
+    assert launch_of({**launched, "backend": "trtllm"}, launches) is None
+    assert launch_of({**launched, "silicon_data_source": "source_file=x.csv"}, launches) is None  # no date: none
+    # through the reader, with the shipped file: the 70B H200 vLLM rows of that date are fp8, an undated row 16-bit
+    line = ("{},source_file=2026-04-06.csv; measured={}T00:00:00.000Z,vllm,0.11,{},h200_sxm,"
+            "fp8,agg,1024,1024,fp8,fp8,8,1,1,1,1,1" + TAIL + ",200.0,20.0")
+    read = read_serving_table(write_sample(tmp_path, [line.format("a", "2025-10-29", "meta-llama/Llama-3.1-70B"),
+                                                      line.format("b", "2024-01-01", "meta-llama/Llama-3.1-70B")]))
+    assert [r.precision.kv for r in read.rows] == ["fp8", "bf16"]
+    assert read.rows[0].launch is not None and read.rows[1].launch is None
+    # a launch that is not what its rows state leaves them out, counted
+    bug = line.replace("vllm,0.11", "vllm,0.11").replace("h200_sxm", "h100_sxm")
+    read = read_serving_table(write_sample(tmp_path, [bug.format("c", "2025-12-05", "openai/gpt-oss-120b")]))
+    assert not read.rows and read.left_out["launch"] == 1
+
+
+@pytest.mark.parametrize("body, field", [
+    ("vllm,m,h200_sxm,2025-10-29,fp9,,,,b.sh,{c},e\n", "kv_cache_dtype"),
+    ("vllm,m,h200_sxm,29/10/2025,fp8,,,,b.sh,{c},e\n", "measured"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,,,,b.sh,,e\n", "script, commit"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,1.5,,,b.sh,{c},e\n", "memory_fraction"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,,lots,,b.sh,{c},e\n", "token_budget"),
+])
+def test_a_bad_launch_line_is_refused_naming_the_line_and_field(tmp_path, body, field):
+    path = tmp_path / "bad.csv"
+    path.write_text(HEADER + body.format(c="a" * 40))
+    with pytest.raises(ValueError, match=f"line 2: .*{field}"):
+        read_launches(path)
+
+
+@pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
+def test_the_measured_queue_of_llama_70b_on_one_h200_is_an_fp8_pools():
+    """A closed loop of C clients over N running slots: each request waits (C / N − 1) x its service time, E2E
+    less the wait. TensorRT-LLM reserves prompt + output at admission, so N is the pool in sequences of P + G; the
+    rows' measured TTFT and TPOT at C = 64 and 128 (1024 in, 8192 out, one H200) give N, which an fp8 cache's pool
+    matches within 15% and a 16-bit one's misses by half."""
+    rows = {r.id.rsplit("_", 1)[0]: r for r in read_serving_rows(SERVING_HOPPER)[0]}
+    light = rows[LLAMA_70B_FP8.format(32)]  # below the pool: its TTFT is the service's own
+    engine = load_engine("tensorrt-llm-1")
+    pools = {kv: kv_sequences(_deployment(replace(light, formats=replace(light.precision, kv=kv)), engine),
+                              light.prompt, light.gen, token_budget=engine.scheduler.token_budget)
+             for kv in ("bf16", "fp8")}
+    for concurrency in (64, 128):
+        row = rows[LLAMA_70B_FP8.format(concurrency)]
+        service = light.ttft_s + (row.gen - 1) * row.tpot_s
+        slots = concurrency / (1 + (row.ttft_s - light.ttft_s) / service)
+        assert abs(slots / pools["fp8"] - 1) < 0.15, (concurrency, slots, pools)
+        assert pools["bf16"] < 0.55 * slots
+    assert light.precision.kv == "fp8"  # the launch file gives these rows their script's fp8 cache
