@@ -15,7 +15,8 @@ from roofline.serving.load import kv_sequences
 from serving_sample import TAIL, write_sample
 
 SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / "serving-hopper.csv"
-HEADER = "backend,model_path,system,measured,kv_cache_dtype,memory_fraction,token_budget,left_out,script,commit,evidence\n"
+HEADER = ("backend,model_path,system,measured,kv_cache_dtype,memory_fraction,token_budget,left_out,length_ratio,script,"
+          "commit,evidence\n")
 LLAMA_70B_FP8 = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x8192_c{}_tp1_ep1"
 
 
@@ -40,7 +41,7 @@ def test_every_launch_group_names_aggregated_rows_of_the_file():
 
 def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_path):
     launches = tmp_path / "launches.csv"
-    launches.write_text(HEADER + "vllm,meta-llama/Llama-3.1-70B,h200_sxm,2025-10-29,fp8,0.95,C+P+64 in 64s,,b.sh,"
+    launches.write_text(HEADER + "vllm,meta-llama/Llama-3.1-70B,h200_sxm,2025-10-29,fp8,0.95,C+P+64 in 64s,,0.8,b.sh,"
                         + "a" * 40 + ",kv fp8\n")
     launched = {"backend": "vllm", "model_path": "meta-llama/Llama-3.1-70B", "system": "h200_sxm",
                 "silicon_data_source": "source_file=x.csv; measured=2025-10-29T00:00:00.000Z"}
@@ -48,7 +49,9 @@ def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_p
     assert launch.kv_cache_dtype == "fp8" and launch.memory_fraction == 0.95
     engine = load_engine("vllm")
     assert launch.engine(engine).memory.fraction == 0.95 and launch.engine(engine).memory.rule == engine.memory.rule
-    assert launch.budget(engine, 64, 1024) == 1152 and launch.budget(engine, 65, 1024) == 1216  # ceil((C+P+64)/64) 64s
+    assert launch.budget(64, 1024) == 1152 and launch.budget(65, 1024) == 1216  # ceil((C + P + 64) / 64) 64s
+    # lengths uniform over [819, 1024] and [6553, 8192]: means 921.5 and 7372.5, to the nearest token
+    assert launch.mean_length(1024) == 922 and launch.mean_length(8192) == 7373 and launch.mean_length(1000) == 900
     assert launch_of({**launched, "backend": "trtllm"}, launches) is None
     assert launch_of({**launched, "silicon_data_source": "source_file=x.csv"}, launches) is None  # no date: none
     # through the reader, with the shipped file: the 70B H200 vLLM rows of that date are fp8, an undated row 16-bit
@@ -58,6 +61,8 @@ def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_p
                                                       line.format("b", "2024-01-01", "meta-llama/Llama-3.1-70B")]))
     assert [r.precision.kv for r in read.rows] == ["fp8", "bf16"]
     assert read.rows[0].launch is not None and read.rows[1].launch is None
+    # the launched row at its client's mean lengths and its script's budget; the other as stated, the profile's
+    assert [(r.prompt, r.gen, r.token_budget) for r in read.rows] == [(922, 922, 8192), (1024, 1024, None)]
     # a launch that is not what its rows state leaves them out, counted
     bug = line.replace("vllm,0.11", "vllm,0.11").replace("h200_sxm", "h100_sxm")
     read = read_serving_table(write_sample(tmp_path, [bug.format("c", "2025-12-05", "openai/gpt-oss-120b")]))
@@ -65,11 +70,12 @@ def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_p
 
 
 @pytest.mark.parametrize("body, field", [
-    ("vllm,m,h200_sxm,2025-10-29,fp9,,,,b.sh,{c},e\n", "kv_cache_dtype"),
-    ("vllm,m,h200_sxm,29/10/2025,fp8,,,,b.sh,{c},e\n", "measured"),
-    ("vllm,m,h200_sxm,2025-10-29,fp8,,,,b.sh,,e\n", "script, commit"),
-    ("vllm,m,h200_sxm,2025-10-29,fp8,1.5,,,b.sh,{c},e\n", "memory_fraction"),
-    ("vllm,m,h200_sxm,2025-10-29,fp8,,lots,,b.sh,{c},e\n", "token_budget"),
+    ("vllm,m,h200_sxm,2025-10-29,fp9,,,,,b.sh,{c},e\n", "kv_cache_dtype"),
+    ("vllm,m,h200_sxm,29/10/2025,fp8,,,,,b.sh,{c},e\n", "measured"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,,,,,b.sh,,e\n", "script, commit"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,1.5,,,,b.sh,{c},e\n", "memory_fraction"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,,lots,,,b.sh,{c},e\n", "token_budget"),
+    ("vllm,m,h200_sxm,2025-10-29,fp8,,,,1.2,b.sh,{c},e\n", "length_ratio"),
 ])
 def test_a_bad_launch_line_is_refused_naming_the_line_and_field(tmp_path, body, field):
     path = tmp_path / "bad.csv"
@@ -88,7 +94,7 @@ def test_the_measured_queue_of_llama_70b_on_one_h200_is_an_fp8_pools():
     light = rows[LLAMA_70B_FP8.format(32)]  # below the pool: its TTFT is the service's own
     engine = load_engine("tensorrt-llm-1")
     pools = {kv: kv_sequences(_deployment(replace(light, formats=replace(light.precision, kv=kv)), engine),
-                              light.prompt, light.gen, token_budget=engine.scheduler.token_budget)
+                              light.prompt, light.gen, token_budget=light.token_budget)
              for kv in ("bf16", "fp8")}
     for concurrency in (64, 128):
         row = rows[LLAMA_70B_FP8.format(concurrency)]

@@ -10,14 +10,23 @@ fraction (TensorRT-LLM `free_gpu_memory_fraction`, vLLM `--gpu-memory-utilizatio
 the fraction of the engine's own rule, roofline.kv_memory; blank: the profile's default), the token budget (TensorRT-LLM
 `--max_num_tokens`, vLLM `max-num-batched-tokens`, SGLang `--chunked-prefill-size`; a number, or the DeepSeek-R1
 scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the profile's), why a
-group is left out (a launch that is not what the row states), the script, the commit and the lines that say so.
+group is left out (a launch that is not what the row states), the client's length ratio, the script, the commit and
+the lines that say so. The length ratio r is InferenceX's `--random-range-ratio` (0.8 in every sweep): its client
+(utils/bench_serving/benchmark_serving.py, sample_uniform; kimbochen/bench_serving's the same before it) draws each
+request's input and output lengths uniformly over the whole numbers in [⌊r L⌋, L], and `--ignore-eos` holds the
+output to its draw. A row's `isl` and `osl` are then the largest lengths, not every request's: such a row is priced
+at the mean, (⌊r L⌋ + L) / 2 (921.5 tokens for 1024, 7,372.5 for 8192), to the nearest whole token. The ratio's
+sources: `random-range-ratio: 0.8` in .github/workflows/full-sweep-tmpl.yml (e06929c70, 9596d23d7), the default of
+benchmark-tmpl.yml (25506e87c) and `RANDOM_RANGE_RATIO: 0.8` from e28c038f8 on; the sampling, sample_uniform in
+utils/bench_serving/benchmark_serving.py (d053ae24e).
 
 Why it matters: the KV pool holds twice the sequences in fp8. TensorRT-LLM reserves a request's prompt and output
 blocks when it admits it (GUARANTEED_NO_EVICT), so past the pool the rest queue: Llama-3.3-70B fp8 on one H200, 1024
 in / 8192 out, measures TTFT 0.45 s at C = 32, 80 s at 64 and 369 s at 128 with TPOT 30.4-30.5 ms at both 64 and 128
 (the running batch capped). A closed loop of C clients over N running slots waits (C / N − 1) x E2E: 80 s and 369 s
-give N ~ 49 and ~ 52, the pool of an fp8 cache (46 sequences of 9,216 tokens here), not a 16-bit one's 23
-(tests/test_launches.py). A row whose group is not in the file keeps the 16-bit cache and the profile's defaults.
+give N ~ 47 and ~ 48 at the client's mean lengths (below), the pool of an fp8 cache (51 sequences of 922 + 7,373
+tokens here), not a 16-bit one's 25 (tests/test_launches.py). A row whose group is not in the file keeps the 16-bit
+cache, the profile's defaults and its stated lengths.
 """
 from __future__ import annotations
 
@@ -34,7 +43,7 @@ from ..precision import BITS
 
 LAUNCHES = DATA_DIR / "published" / "serving-launches.csv"
 COLUMNS = ("backend", "model_path", "system", "measured", "kv_cache_dtype", "memory_fraction", "token_budget",
-           "left_out", "script", "commit", "evidence")
+           "left_out", "length_ratio", "script", "commit", "evidence")
 MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
 BUDGET_RULE = re.compile(r"C\+P\+(\d+) in (\d+)s(?:, at least (\d+))?")
 
@@ -59,6 +68,7 @@ class Launch:
     memory_fraction: float | None  # None: the profile's
     token_budget: TokenBudget | None  # None: the profile's
     left_out: str  # "" or why the group's rows are not what they state
+    length_ratio: float | None  # the client's: lengths uniform in [⌊r L⌋, L]; None: every request L
     script: str  # path@commit of the launch script
 
     def engine(self, engine: Engine) -> Engine:
@@ -67,10 +77,16 @@ class Launch:
             return engine
         return replace(engine, memory=replace(engine.memory, fraction=self.memory_fraction))
 
-    def budget(self, engine: Engine, concurrency: int, prompt: int) -> int:
-        """The token budget the row ran with: the script's, else the profile's."""
-        return engine.scheduler.token_budget if self.token_budget is None else self.token_budget.tokens(concurrency,
-                                                                                                         prompt)
+    def mean_length(self, stated: int) -> int:
+        """The mean of a request's length the row states as `stated` (its largest where the client spreads them)."""
+        if self.length_ratio is None:
+            return stated
+        return int(math.floor((math.floor(self.length_ratio * stated) + stated) / 2 + 0.5))
+
+    def budget(self, concurrency: int, stated_prompt: int) -> int | None:
+        """The token budget the row ran with (the script's rule at the row's concurrency and stated input length);
+        None: the profile's."""
+        return None if self.token_budget is None else self.token_budget.tokens(concurrency, stated_prompt)
 
 
 def measured_date(raw: dict) -> str:
@@ -104,6 +120,19 @@ def _fraction(text: str, where: str) -> float | None:
     return value
 
 
+def _length_ratio(text: str, where: str) -> float | None:
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise ValueError(f"{where}: field 'length_ratio' must be in (0, 1], got {text!r}; fix: the client's "
+                         "--random-range-ratio, or blank where every request has the stated lengths")
+    return value
+
+
 def _launch(raw: dict, where: str) -> Launch:
     kv = raw["kv_cache_dtype"].strip() or None
     if kv is not None and kv not in BITS:
@@ -115,7 +144,8 @@ def _launch(raw: dict, where: str) -> Launch:
         raise ValueError(f"{where}: a launch needs its script, commit (40 hex digits) and evidence; fix: cite the "
                          "script's lines at the commit")
     return Launch(kv, _fraction(raw["memory_fraction"].strip(), where), _budget(raw["token_budget"].strip(), where),
-                  raw["left_out"].strip(), f"{raw['script'].strip()}@{raw['commit'].strip()}")
+                  raw["left_out"].strip(), _length_ratio(raw["length_ratio"].strip(), where),
+                  f"{raw['script'].strip()}@{raw['commit'].strip()}")
 
 
 @lru_cache(maxsize=None)

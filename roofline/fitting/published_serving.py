@@ -61,7 +61,8 @@ class ServingRow:
     formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
     # the benchmark's TTFT counts one completion interval E2E / C of the closed loop (serving_rows' docstring)
     ttft_includes_completion_interval: bool = False
-    launch: Launch | None = None  # the public launch script's memory fraction and token budget (launches); None: the profile's
+    launch: Launch | None = None  # the public launch script's memory fraction (launches); None: the profile's
+    token_budget: int | None = None  # the launch script's token budget at this row; None: the profile's
 
     @property
     def precision(self) -> Precision:
@@ -134,8 +135,7 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     groups: dict = {}
     for i, row in enumerate(rows):
         # one load model a deployment, workload and token budget (a launch's may vary with the concurrency)
-        budget = engine.scheduler.token_budget if row.launch is None else row.launch.budget(engine, row.concurrency,
-                                                                                               row.prompt)
+        budget = engine.scheduler.token_budget if row.token_budget is None else row.token_budget
         groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.launch, budget,
                            row.prompt, row.gen), []).append(i)
     for (*_, budget, prompt, gen), members in groups.items():

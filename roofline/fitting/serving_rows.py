@@ -34,8 +34,9 @@ gpt-oss-120b `_tp2_ep2_` states tp 4, moe 2 x 2, and its TPOT is the `_tp2_ep1_`
 3% at every load (tests/test_serving_rows.py); `_tp4_ep4_` states tp 16, `_tp8_ep8_` tp 64, and DeepSeek-R1's
 attention-DP `_tp8_ep8_` dp 64, moe 8 x 8 where its copy in source_file=2026-03-25.csv states dp 8, moe 1 x 8.
 Launch: where the row's launch script is public (roofline.fitting.launches), its KV format, memory fraction and token
-budget; a group whose launch is not what the row states (speculative decoding, a client concurrency that is not the
-server's) is left out by reason "launch".
+budget, and its client's spread of lengths (the row priced at the mean lengths, not the stated largest); a group
+whose launch is not what the row states (speculative decoding, a client concurrency that is not the server's) is left
+out by reason "launch".
 Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
@@ -218,9 +219,13 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
     if split is None:
         return "layout"
     tp, dp, expert_tp = split
+    isl, osl = _count(raw, "isl", required=True), _count(raw, "osl", required=True)
+    prompt, gen = (isl, osl) if launch is None else (launch.mean_length(isl), launch.mean_length(osl))  # the means
+    token_budget = None if launch is None else launch.budget(concurrency(raw), isl)
     return dict(model=model, hardware=systems[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
                 expert_tp=expert_tp,
-                formats=precision, concurrency=concurrency(raw), prompt=_count(raw, "isl", required=True),
-                gen=_count(raw, "osl", required=True), ttft_s=_seconds(raw, "silicon_ttft_ms"),
+                formats=precision, concurrency=concurrency(raw), prompt=prompt,
+                gen=gen, ttft_s=_seconds(raw, "silicon_ttft_ms"),
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),
-                ttft_includes_completion_interval=ttft_includes_completion_interval(raw), launch=launch)
+                ttft_includes_completion_interval=ttft_includes_completion_interval(raw), launch=launch,
+                token_budget=token_budget)
