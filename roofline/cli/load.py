@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 
+from ..kv_memory import ON_DEMAND
 from ..scheduler import MIXED, PREFILL_FIRST
 from ..serving.load import Policy, at_load, kv_sequences, LoadModel
 from ..views.fmt import fmt_count, fmt_seconds, plain
@@ -20,6 +21,7 @@ from . import args as parse
 
 DEFAULT_MAX_NUM_SEQS = 256  # vLLM's max_num_seqs default (vllm/config: SchedulerConfig); TensorRT-LLM max_batch_size
 STEPS = {MIXED: "decode + prefill chunks", PREFILL_FIRST: "prompt tokens in prefill steps of their own, first"}
+TAKEN_ON_DEMAND = ", taken on demand at prompt + half the output each"  # roofline.kv_memory's admission
 DEFINITIONS = {
     "ttft_s": "arrival to first token under the stated load: waiting for the step in progress and for the token "
               "budget, then the prompt's prefill chunks riding in mixed steps, plus the engine's per-request cost",
@@ -157,7 +159,8 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
               + (f"; {first['requests']:g} requests a run, TTFT their mean" if first.get("requests") else ""),
               f"server    continuous batching: {policy.token_budget} tokens a step ({STEPS[steps]}), at most "
               f"{policy.max_batch} running, KV pool {policy.kv_sequences:g} sequences in {first['block_size']}-token "
-              f"blocks ({d.engine.name}'s KV rule on {d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
+              f"blocks{TAKEN_ON_DEMAND if d.engine.memory.admission == ON_DEMAND else ''} ({d.engine.name}'s KV rule on "
+              f"{d.hardware.capacity_bytes / 1e9:.1f} GB the runtime sees)",
               f"limits    saturates at {first['saturation_rate']:.4g} requests/s; a lone request's TTFT "
               f"{fmt_seconds(first['ttft_alone_s'])}"]
     wave = [f"first wave: {DEFINITIONS['ttft_first_wave_s']}."] if first.get("ttft_first_wave_s") is not None else []
