@@ -67,7 +67,7 @@ class Roofs:
                                         engine.expert_slice_share(expert_columns))
         weights = engine.weight_bandwidth_efficiency(precision.weights)
         experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
-        attention = engine.attention_bandwidth_efficiency / engine.kv_reads(group)
+        attention = engine.kv_attention_efficiency(precision.kv) / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
         expert_gemms = engine.expert_gemm_efficiency(precision.expert_format) * engine.expert_slice_share(expert_columns)
         own_expert_flops = expert_dtype != weight_dtype or expert_gemms != 1.0
@@ -79,7 +79,9 @@ class Roofs:
                    engine.attention_corner,
                    peak(expert_dtype) * engine.flops_efficiency * expert_gemms if own_expert_flops else None,
                    bandwidth * experts if experts != weights else None,
-                   bandwidth * engine.attention_bandwidth_efficiency if engine.kv_reads(group) != 1 else None)
+                   # constant-state scans read no KV cache: attention's own efficiency, without re-reads or the cache's share
+                   bandwidth * engine.attention_bandwidth_efficiency
+                   if attention != engine.attention_bandwidth_efficiency else None)
 
     @classmethod
     def _on_kernel_roofs(cls, hw: Hardware, precision: Precision, engine: Engine, group: int, bandwidth, peak,
@@ -94,7 +96,7 @@ class Roofs:
         attention_dtype = precision.attention_matmul_dtype
         prefill = curve(hw, "prefill_attention", hw.peak_dtype(attention_dtype))() * engine.attention_flops_efficiency
         decode = np.minimum(1.0, curve(hw, "decode_attention", precision.kv)(kv_bytes)
-                            * engine.attention_bandwidth_efficiency)
+                            * engine.kv_attention_efficiency(precision.kv))
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
         return cls(bandwidth * stream(precision.weights), peak(weight_dtype) * gemm(weight_dtype, tokens),
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,

@@ -117,17 +117,22 @@ OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 EXPERT_FLOPS_BY_FORMAT = "expert_flops_efficiency_by_format"  # experts' format -> its grouped GEMMs' share
+KV_ATTENTION_BY_FORMAT = "attention_bandwidth_efficiency_by_kv"  # KV cache's format -> its decode attention's share
 # Shares keyed by a weight format, each fitted as "PREFIX.FORMAT": prefix -> (the Engine field and YAML key holding
 # them, what one is, the share a format not listed takes). The experts' grouped GEMMs differ by format as kernels do:
 # fp8 block-scaled (DeepGEMM, CUTLASS) against mxfp4 and int4 dequantized to 16-bit in the mainloop (matmul_ogs,
 # Marlin); a format not listed takes the scalar expert_flops_efficiency.
+# Decode attention is keyed by the KV cache's format the same way: a cache in fp8 is read by another kernel (or the
+# same one dequantizing in its loads), whose rate need not be the 16-bit one's; a format not listed takes 1.
 FORMAT_SHARES = {QUANTIZED: (QUANTIZED, "of bandwidth_efficiency a {} GEMV streams at", None),
                  "expert_flops_efficiency": (EXPERT_FLOPS_BY_FORMAT, "of flops_efficiency a routed expert's grouped "
                                              "GEMM over {} weights computes at (absent: expert_flops_efficiency)",
-                                             "expert_flops_efficiency")}
+                                             "expert_flops_efficiency"),
+                 "attention_bandwidth_efficiency": (KV_ATTENTION_BY_FORMAT, "of attention_bandwidth_efficiency decode "
+                                                    "attention over a {} KV cache streams at (absent: 1)", None)}
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
-                 "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT)
+                 "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT, KV_ATTENTION_BY_FORMAT)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -156,6 +161,8 @@ class Engine:
     # e.g. {"fp8": 0.3, "mxfp4": 0.8}: the experts' grouped GEMMs' share by their weights' format; missing formats:
     # expert_flops_efficiency
     expert_flops_efficiency_by_format: dict = field(default_factory=dict)
+    # e.g. {"fp8": 0.4}: decode attention's share of attention_bandwidth_efficiency by the KV cache's format; missing: 1
+    attention_bandwidth_efficiency_by_kv: dict = field(default_factory=dict)
     pinned_by: dict = field(default_factory=dict)  # parameter -> the rows or measurement that pin it
     framework: str = ""  # the published rows' `framework` prefix this engine is fitted to
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
@@ -188,6 +195,11 @@ class Engine:
     def weight_bandwidth_efficiency(self, weights: str) -> float:
         """The fraction of the bandwidth GEMVs over weights stored as `weights` stream at."""
         return self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
+
+    def kv_attention_efficiency(self, kv: str) -> float:
+        """The fraction of the bandwidth decode attention over a cache stored as `kv` streams at: attention's
+        efficiency times the format's own share (1 where none is listed)."""
+        return self.attention_bandwidth_efficiency * self.attention_bandwidth_efficiency_by_kv.get(kv, 1.0)
 
     def expert_weight_bandwidth_efficiency(self, experts: str) -> float:
         """The fraction of the bandwidth routed experts stored as `experts` stream at: a GEMV's over that format,
@@ -273,8 +285,8 @@ def with_values(engine: Engine, names: list[str], values) -> Engine:
 
 
 def is_format_share(name: str) -> bool:
-    """Whether a fit name is a share keyed by a weight format ("quantized_efficiency.int4",
-    "expert_flops_efficiency.fp8")."""
+    """Whether a fit name is a share keyed by a format ("quantized_efficiency.int4", "expert_flops_efficiency.fp8",
+    "attention_bandwidth_efficiency.fp8": a KV cache's)."""
     return "." in name and name.split(".", 1)[0] in FORMAT_SHARES
 
 
@@ -387,7 +399,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
     if not isinstance(name, str) or _reads_as_number(name):  # `name: 1.0`, `name: nan`: a slip, shown as a number
         raise ValueError(f"{who}: name must be a word, got {name!r}; fix: name the profile (e.g. its file's stem)")
     return Engine(name=name, quantized_efficiency=shares[QUANTIZED],
-                  expert_flops_efficiency_by_format=shares["expert_flops_efficiency"], pinned_by=pinned,
+                  expert_flops_efficiency_by_format=shares["expert_flops_efficiency"],
+                  attention_bandwidth_efficiency_by_kv=shares["attention_bandwidth_efficiency"], pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),

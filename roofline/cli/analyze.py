@@ -281,6 +281,8 @@ def _engine_text(engine) -> str:
     if engine.expert_flops_efficiency != 1.0:
         quantized += f", expert GEMMs x{engine.expert_flops_efficiency:.2g}"
     quantized += "".join(f", {fmt} expert GEMMs x{e:.2g}" for fmt, e in engine.expert_flops_efficiency_by_format.items())
+    quantized += "".join(f", attention over a {fmt} cache x{e:.2g}"
+                         for fmt, e in engine.attention_bandwidth_efficiency_by_kv.items())
     if engine.expert_layer_overhead_s:
         quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
     if engine.expert_slice_half_columns:

@@ -6,7 +6,8 @@ Priced once per term through the one step pricer, each time switching on the nex
   efficiency         its kernels' fractions of the roofs (16-bit GEMVs, GEMMs, attention)
   corner             its kernels overlapping compute and memory less than the sharp roofline's max
   GQA re-reads       its attention reading a GQA group's K/V again for each query head
-  quantized kernels  its dequantizing GEMVs streaming slower than its 16-bit ones
+  quantized kernels  its dequantizing GEMVs streaming slower than its 16-bit ones, and its decode attention over an
+                     8-bit KV cache at its own rate
   routed experts     its MoE grouped GEMMs streaming the routed experts' weights slower than its dense GEMVs
   expert GEMMs       its MoE grouped GEMMs computing below its dense GEMMs' FLOP/s (prefill-sized rows, narrow
                      slices of each expert under tp)
@@ -26,13 +27,14 @@ from dataclasses import replace
 import pandas as pd
 
 from ..deployment import Deployment
-from ..engine import EXPERT_FLOPS_BY_FORMAT, IDEAL, QUANTIZED
+from ..engine import EXPERT_FLOPS_BY_FORMAT, IDEAL, KV_ATTENTION_BY_FORMAT, QUANTIZED
 from ..model import DECODE, decode_context
 
 TERMS = (("kernel roofs", ("roofs",)),
          ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
-         ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)), ("quantized kernels", (QUANTIZED,)),
+         ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)),
+         ("quantized kernels", (QUANTIZED, KV_ATTENTION_BY_FORMAT)),
          ("routed experts", ("expert_bandwidth_efficiency",)),
          ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT, "expert_slice_half_columns")),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
