@@ -107,7 +107,8 @@ def _budget(text: str, where: str) -> TokenBudget | None:
     return TokenBudget(plus=int(rule.group(1)), multiple=int(rule.group(2)), floor=int(rule.group(3) or 0))
 
 
-def _fraction(text: str, where: str) -> float | None:
+def _fraction(text: str, where: str, field: str, blank: str) -> float | None:
+    """A column holding a fraction in (0, 1], None where blank (`blank` says what that means)."""
     if not text:
         return None
     try:
@@ -115,21 +116,8 @@ def _fraction(text: str, where: str) -> float | None:
     except ValueError:
         value = math.nan
     if not 0 < value <= 1:
-        raise ValueError(f"{where}: field 'memory_fraction' must be in (0, 1], got {text!r}; fix: the script's value, "
-                         "or blank for the profile's")
-    return value
-
-
-def _length_ratio(text: str, where: str) -> float | None:
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise ValueError(f"{where}: field 'length_ratio' must be in (0, 1], got {text!r}; fix: the client's "
-                         "--random-range-ratio, or blank where every request has the stated lengths")
+        raise ValueError(f"{where}: field {field!r} must be in (0, 1], got {text!r}; fix: the launch's value, or "
+                         f"blank {blank}")
     return value
 
 
@@ -143,8 +131,10 @@ def _launch(raw: dict, where: str) -> Launch:
     if not (raw["script"].strip() and re.fullmatch(r"[0-9a-f]{40}", raw["commit"].strip()) and raw["evidence"].strip()):
         raise ValueError(f"{where}: a launch needs its script, commit (40 hex digits) and evidence; fix: cite the "
                          "script's lines at the commit")
-    return Launch(kv, _fraction(raw["memory_fraction"].strip(), where), _budget(raw["token_budget"].strip(), where),
-                  raw["left_out"].strip(), _length_ratio(raw["length_ratio"].strip(), where),
+    return Launch(kv, _fraction(raw["memory_fraction"].strip(), where, "memory_fraction", "for the profile's"),
+                  _budget(raw["token_budget"].strip(), where), raw["left_out"].strip(),
+                  _fraction(raw["length_ratio"].strip(), where, "length_ratio",
+                            "where every request has the stated lengths (the client's --random-range-ratio)"),
                   f"{raw['script'].strip()}@{raw['commit'].strip()}")
 
 
