@@ -70,9 +70,11 @@ class Roofs:
         attention = engine.kv_attention_efficiency(precision.kv) / engine.kv_reads(group)
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
         expert_gemms = engine.expert_gemm_efficiency(precision.expert_format) * engine.expert_slice_share(expert_columns)
-        own_expert_flops = expert_dtype != weight_dtype or expert_gemms != 1.0
+        # the routed experts' grouped GEMMs keep their own share by format, not the dense GEMMs' by dtype
+        own_expert_flops = (expert_dtype != weight_dtype or expert_gemms != 1.0
+                            or engine.gemm_share(weight_dtype) != 1.0)
         return cls(bandwidth * weights,
-                   peak(weight_dtype) * engine.flops_efficiency,
+                   peak(weight_dtype) * engine.gemm_efficiency(weight_dtype),
                    peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
                    engine.corner,
                    bandwidth * attention if attention != weights else None,
@@ -88,7 +90,7 @@ class Roofs:
                          tokens, expert_tokens, kv_bytes, expert_slice: float = 1.0) -> Roofs:
         """Each roof = datasheet x the device's kernel roof for the dtype run x the engine's factor, capped at the
         datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points."""
-        def gemm(dtype, rows, share=1.0):  # the units that run it: the peak's own fallback (an A100's fp8: bf16)
+        def gemm(dtype, rows, share):  # the units that run it: the peak's own fallback (an A100's fp8: bf16)
             return np.minimum(1.0, curve(hw, "gemm", hw.peak_dtype(dtype))(rows) * engine.flops_efficiency * share)
 
         def stream(fmt):
@@ -98,7 +100,8 @@ class Roofs:
         decode = np.minimum(1.0, curve(hw, "decode_attention", precision.kv)(kv_bytes)
                             * engine.kv_attention_efficiency(precision.kv))
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
-        return cls(bandwidth * stream(precision.weights), peak(weight_dtype) * gemm(weight_dtype, tokens),
+        return cls(bandwidth * stream(precision.weights),
+                   peak(weight_dtype) * gemm(weight_dtype, tokens, engine.gemm_share(weight_dtype)),
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
                    peak(expert_dtype) * gemm(expert_dtype, expert_tokens,

@@ -118,21 +118,30 @@ NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 EXPERT_FLOPS_BY_FORMAT = "expert_flops_efficiency_by_format"  # experts' format -> its grouped GEMMs' share
 KV_ATTENTION_BY_FORMAT = "attention_bandwidth_efficiency_by_kv"  # KV cache's format -> its decode attention's share
+FLOPS_BY_DTYPE = "flops_efficiency_by_dtype"  # a GEMM's input dtype -> its share of flops_efficiency
 # Shares keyed by a weight format, each fitted as "PREFIX.FORMAT": prefix -> (the Engine field and YAML key holding
 # them, what one is, the share a format not listed takes). The experts' grouped GEMMs differ by format as kernels do:
 # fp8 block-scaled (DeepGEMM, CUTLASS) against mxfp4 and int4 dequantized to 16-bit in the mainloop (matmul_ogs,
 # Marlin); a format not listed takes the scalar expert_flops_efficiency.
 # Decode attention is keyed by the KV cache's format the same way: a cache in fp8 is read by another kernel (or the
 # same one dequantizing in its loads), whose rate need not be the 16-bit one's; a format not listed takes 1.
+# The dense GEMMs are keyed by the dtype they multiply in (Precision.weight_matmul_dtype): an fp8 GEMM is another
+# kernel, scaled per tensor or per 128-block, and may reach a smaller fraction of its doubled peak than a 16-bit one
+# of its own (the project's H100 profile: fp8 _scaled_mm 0.34-0.37 of the fp8 peak, cuBLAS bf16 0.71-0.73 of the
+# bf16 one; data/kernel_roofs.json). A dtype not listed takes 1; at most 1. The routed experts' grouped GEMMs keep
+# their own share by format (expert_flops_efficiency.FORMAT), not this one.
 FORMAT_SHARES = {QUANTIZED: (QUANTIZED, "of bandwidth_efficiency a {} GEMV streams at", None),
                  "expert_flops_efficiency": (EXPERT_FLOPS_BY_FORMAT, "of flops_efficiency a routed expert's grouped "
                                              "GEMM over {} weights computes at (absent: expert_flops_efficiency)",
                                              "expert_flops_efficiency"),
                  "attention_bandwidth_efficiency": (KV_ATTENTION_BY_FORMAT, "of attention_bandwidth_efficiency decode "
-                                                    "attention over a {} KV cache streams at (absent: 1)", None)}
+                                                    "attention over a {} KV cache streams at (absent: 1)", None),
+                 "flops_efficiency": (FLOPS_BY_DTYPE, "of flops_efficiency a dense GEMM multiplying in {} computes "
+                                      "at (absent: 1)", None)}
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
-                 "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT, KV_ATTENTION_BY_FORMAT)
+                 "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT, KV_ATTENTION_BY_FORMAT,
+                 FLOPS_BY_DTYPE)
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -163,6 +172,8 @@ class Engine:
     expert_flops_efficiency_by_format: dict = field(default_factory=dict)
     # e.g. {"fp8": 0.4}: decode attention's share of attention_bandwidth_efficiency by the KV cache's format; missing: 1
     attention_bandwidth_efficiency_by_kv: dict = field(default_factory=dict)
+    # e.g. {"fp8": 0.6}: a GEMM's share of flops_efficiency by the dtype it multiplies in; missing: 1
+    flops_efficiency_by_dtype: dict = field(default_factory=dict)
     pinned_by: dict = field(default_factory=dict)  # parameter -> the rows or measurement that pin it
     framework: str = ""  # the published rows' `framework` prefix this engine is fitted to
     fit: tuple = ()  # the parameters `roofline fit-engine` fits; the others keep their values
@@ -195,6 +206,15 @@ class Engine:
     def weight_bandwidth_efficiency(self, weights: str) -> float:
         """The fraction of the bandwidth GEMVs over weights stored as `weights` stream at."""
         return self.bandwidth_efficiency * self.quantized_efficiency.get(weights, 1.0)
+
+    def gemm_share(self, dtype: str) -> float:
+        """The share of flops_efficiency its dense GEMMs multiplying in `dtype` reach (1 where none is listed); the
+        routed experts' grouped GEMMs have their own by format (expert_gemm_efficiency)."""
+        return self.flops_efficiency_by_dtype.get(dtype, 1.0)
+
+    def gemm_efficiency(self, dtype: str) -> float:
+        """The fraction of the `dtype` peak its dense GEMMs multiplying in `dtype` reach."""
+        return self.flops_efficiency * self.gemm_share(dtype)
 
     def kv_attention_efficiency(self, kv: str) -> float:
         """The fraction of the bandwidth decode attention over a cache stored as `kv` streams at: attention's
@@ -400,7 +420,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
         raise ValueError(f"{who}: name must be a word, got {name!r}; fix: name the profile (e.g. its file's stem)")
     return Engine(name=name, quantized_efficiency=shares[QUANTIZED],
                   expert_flops_efficiency_by_format=shares["expert_flops_efficiency"],
-                  attention_bandwidth_efficiency_by_kv=shares["attention_bandwidth_efficiency"], pinned_by=pinned,
+                  attention_bandwidth_efficiency_by_kv=shares["attention_bandwidth_efficiency"],
+                  flops_efficiency_by_dtype=shares["flops_efficiency"], pinned_by=pinned,
                   framework=str(raw.get("framework") or ""), fit=tuple(fit), priors=dict(priors),
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),

@@ -283,6 +283,7 @@ def _engine_text(engine) -> str:
     quantized += "".join(f", {fmt} expert GEMMs x{e:.2g}" for fmt, e in engine.expert_flops_efficiency_by_format.items())
     quantized += "".join(f", attention over a {fmt} cache x{e:.2g}"
                          for fmt, e in engine.attention_bandwidth_efficiency_by_kv.items())
+    quantized += "".join(f", {dtype} GEMMs x{e:.2g}" for dtype, e in engine.flops_efficiency_by_dtype.items())
     if engine.expert_layer_overhead_s:
         quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
     if engine.expert_slice_half_columns:

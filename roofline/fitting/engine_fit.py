@@ -56,10 +56,13 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
 def pinned_formats(names: list[str], rows) -> list[str]:
     """`names` less the shares keyed by a format no row holds: a quantized GEMV's format among the rows' weights,
     an expert GEMM's among the routed experts' formats of the rows of a model with routed experts, decode
-    attention's among the rows' KV formats (published or serving rows: each has a model and a precision)."""
+    attention's among the rows' KV formats, a GEMM dtype's among the rows' (published or serving rows: each has a
+    model and a precision)."""
     held = {QUANTIZED: {row.precision.weights for row in rows},
             "expert_flops_efficiency": {row.precision.expert_format for row in rows if load_model(row.model).n_experts},
-            "attention_bandwidth_efficiency": {row.precision.kv for row in rows}}
+            "attention_bandwidth_efficiency": {row.precision.kv for row in rows},
+            # a serving row's fp8 weights run W8A8 (published_serving._deployment): the weights' format counts
+            "flops_efficiency": {f for row in rows for f in (row.precision.weights, row.precision.weight_matmul_dtype)}}
     return [name for name in names if not is_format_share(name) or name.split(".", 1)[1] in held[name.split(".")[0]]]
 
 

@@ -27,14 +27,14 @@ from dataclasses import replace
 import pandas as pd
 
 from ..deployment import Deployment
-from ..engine import EXPERT_FLOPS_BY_FORMAT, IDEAL, KV_ATTENTION_BY_FORMAT, QUANTIZED
+from ..engine import EXPERT_FLOPS_BY_FORMAT, FLOPS_BY_DTYPE, IDEAL, KV_ATTENTION_BY_FORMAT, QUANTIZED
 from ..model import DECODE, decode_context
 
 TERMS = (("kernel roofs", ("roofs",)),
          ("efficiency", ("bandwidth_efficiency", "flops_efficiency", "attention_bandwidth_efficiency",
                          "attention_flops_efficiency")),
          ("corner", ("corner", "attention_corner")), ("GQA re-reads", ("gqa_rereads",)),
-         ("quantized kernels", (QUANTIZED, KV_ATTENTION_BY_FORMAT)),
+         ("quantized kernels", (QUANTIZED, KV_ATTENTION_BY_FORMAT, FLOPS_BY_DTYPE)),
          ("routed experts", ("expert_bandwidth_efficiency",)),
          ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT, "expert_slice_half_columns")),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
