@@ -77,6 +77,11 @@ class Launch:
             return engine
         return replace(engine, memory=replace(engine.memory, fraction=self.memory_fraction))
 
+    @property
+    def lengths_vary(self) -> bool:
+        """Whether the client drew each request's lengths at random (a ratio below 1), not one length for all."""
+        return self.length_ratio is not None and self.length_ratio < 1
+
     def mean_length(self, stated: int) -> int:
         """The mean of a request's length the row states as `stated` (its largest where the client spreads them)."""
         if self.length_ratio is None:

@@ -12,7 +12,9 @@ quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows 
           (its profile's `scheduler:`; the token budget and memory fraction its launch script set, where public:
           roofline.fitting.launches): TTFT the mean over a run of RUN_REQUESTS_PER_CLIENT x C requests, whose
           first C are sent together at t = 0 (roofline.serving.first_wave), the rest at the steady state's;
-          TPOT the steady state's, (E2E - TTFT) / (osl - 1), the benchmarks' per-request mean.
+          TPOT the steady state's, (E2E - TTFT) / (osl - 1), the benchmarks' per-request mean. A launch whose
+          client drew lengths at random (launches: `--random-range-ratio` 0.8) has its requests arrive at random
+          (LoadModel's lengths_vary, roofline.serving.steady_loop), identical ones stagger or keep a cohort.
 Rows whose benchmark timed TTFT from one completion ahead (serving_rows.COMPLETION_INTERVAL_SOURCES) are compared
 with the predicted TTFT plus E2E / C, E2E = TTFT + (osl − 1) TPOT as predicted: the row's convention, not the engine's.
 """
@@ -150,7 +152,9 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         if pool < 1:
             continue
         policy = Policy(budget, running, pool)
-        load = LoadModel(d, prompt, gen, policy).at_concurrency(
+        # a launch's client drawing output lengths at random unties a prefill-first server's cohort (prefill_first)
+        launch = rows[members[0]].launch
+        load = LoadModel(d, prompt, gen, policy, launch is not None and launch.lengths_vary).at_concurrency(
             concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     for when in ("before", "after"):

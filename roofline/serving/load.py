@@ -15,7 +15,8 @@ and its wait for the budget, the budget's saturating rate in closed form, and th
 Saturation: the budget full (the step model's closed form), the running batch at max_batch, or the KV pool unable to
 hold λ·E2E sequences, whichever binds first (found numerically).
 Left out: preemption (the simulator has it), sampling, prefix caching, spread prompt and output lengths
-(the means are used), the spread of the decoders' contexts (priced at the mean, P + G / 2).
+(the means are used; that outputs vary sets how a closed loop's requests arrive, LoadModel's lengths_vary), the spread of
+the decoders' contexts (priced at the mean, P + G / 2).
 """
 from __future__ import annotations
 
@@ -104,11 +105,15 @@ def check_concurrency(concurrency, low: float = 1.0) -> np.ndarray:
 class LoadModel:
     """One deployment, one workload (prompt P, output G), one policy: its steady state at any load."""
 
-    def __init__(self, d: Deployment, prompt: int, gen: int, policy: Policy = Policy()):
+    def __init__(self, d: Deployment, prompt: int, gen: int, policy: Policy = Policy(), lengths_vary: bool = False):
+        """lengths_vary: the requests' output lengths differ about the mean G (a benchmark's random lengths, real
+        traffic), so a closed loop's requests end at unrelated steps and arrive as an open loop's do, under every step
+        policy (roofline.serving.steady_loop; identical ones stagger, or keep a cohort under prefill first)."""
         for name, value in (("prompt", prompt), ("gen", gen)):
             whole(name, value, note=" tokens")
         engine = engine_terms(d)  # the engine's request cost and steps batched ahead, as the simulator takes them
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy.for_engine(d)
+        self.lengths_vary = bool(lengths_vary)
         self.request_overhead_s, self.overlap_steps = engine["request_overhead_s"], engine["overlap_steps"]
         self.step_model: StepModel = STEP_MODELS[self.policy.step_policy](self)
         # the table's grid reaches the largest step the step model takes

@@ -21,7 +21,9 @@ Budget saturation: λ_max = Tb / ((P + G − 1) τ_full), every step Tb tokens o
 Closed loop: C requests in flight, a new one as one ends: identical requests stagger, so below saturation no
 residual and no budget wait (TTFT = own chunks + request cost); past the budget's saturation or the KV pool's
 sequences the rest queue and TTFT grows by (C − held) / λ (the closed loop's asymptotic bound). A run of N
-requests adds its first wave, C sent at t = 0 (roofline.serving.first_wave).
+requests adds its first wave, C sent at t = 0 (roofline.serving.first_wave). Outputs that vary (LoadModel's
+lengths_vary) arrive at random instead: the open loop's residual and budget wait at λ = C / E2E
+(roofline.serving.steady_loop).
 """
 from __future__ import annotations
 
@@ -30,10 +32,7 @@ import math
 import numpy as np
 
 from .attention_dp import released_beside
-from .first_wave import run_mean_ttft
-
-CURVE_POINTS = 512  # closed loop: the open-loop curve it inverts
-
+from .steady_loop import steady_closed_loop
 
 class MixedSteps:
     """The mixed step policy of a roofline.serving.load.LoadModel (its workload, policy and step table)."""
@@ -155,35 +154,6 @@ class MixedSteps:
         return budget / ((P + G - 1) * full)
 
     def closed_loop(self, concurrency: np.ndarray, requests=None) -> dict:
-        """LoadModel.at_concurrency's figures: the rate where λ·E2E(λ) = C, beyond the KV pool's the rest queue;
-        `requests` (N a run, per C): TTFT is the run's mean, its first wave beside N − C at the steady state's."""
-        model = self.model
-        top = model.saturation(kv_limit=False)
-        rates = np.geomspace(top * 1e-6, top, CURVE_POINTS)
-        curve = model.at_rate(rates, closed_loop=True, kv_limit=False)
-        valid = ~curve["saturated"]
-        # Identical requests in a closed loop stagger: each is sent as one ends, so they do not collide for the budget
-        # the way Poisson arrivals do, and below saturation none waits (the closed loop's asymptotic bound, Denning &
-        # Buzen 1978: R(C) = max(D, C·D_max − Z), met with equality without variability). Measured: the CPU server's
-        # closed loop, TTFT past the first wave within 8% of the own prefill (validation/README.md, "The closed loop")
-        in_flight = rates * (curve["e2e_s"] - curve["ttft_queue_s"])
-        held_max = np.nanmax(np.where(valid, in_flight, np.nan))
-        held = np.minimum(concurrency, min(held_max, model.policy.kv_sequences))
-        rate = np.interp(held, in_flight[valid], rates[valid])
-        out = model.at_rate(rate, closed_loop=True, kv_limit=False)
-        for name in ("ttft_s", "e2e_s"):
-            out[name] = out[name] - out["ttft_queue_s"]
-        out["ttft_queue_s"] = np.zeros_like(out["ttft_queue_s"])
-        out["in_flight"] = rate * out["e2e_s"]
-        queued = concurrency - held
-        out["ttft_queue_s"] = out["ttft_queue_s"] + queued / rate
-        out["ttft_s"] = out["ttft_s"] + queued / rate
-        out["e2e_s"] = out["e2e_s"] + queued / rate
-        out.update(concurrency=concurrency, in_flight=held, queued=queued, ttft_steady_s=out["ttft_s"])
-        if requests is not None:
-            requests = np.broadcast_to(requests, concurrency.shape)
-            run = [run_mean_ttft(model, c, n, t) if np.isfinite(t) else np.nan
-                   for c, n, t in zip(concurrency, requests, out["ttft_s"])]
-            out["ttft_first_wave_s"] = np.array(run) - out["ttft_s"]  # what the start adds to the run's mean
-            out["ttft_s"] = np.array(run)
-        return out
+        """LoadModel.at_concurrency's figures: identical requests stagger (each prompt's chunks ride beside the others'
+        decode steps), varied ones arrive at random (roofline.serving.steady_loop)."""
+        return steady_closed_loop(self.model, concurrency, requests)
