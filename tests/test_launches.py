@@ -1,7 +1,9 @@
-"""The serving rows' launch facts (data/published/serving-launches.csv): the file reads and names real row groups, a
+"""The serving rows' launch facts (data/published/serving-launches.csv): the file reads and names real row groups
+(Hopper's in serving-hopper.csv, the kept-aside Blackwell ones in AIConfigurator's silicon sample), a
 launched row takes its KV format, and the measured queue of TensorRT-LLM's Llama-3.3-70B rows says the pool they ran
 was an fp8 cache's (the module docstring's evidence, from the rows themselves)."""
 import csv
+import os
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +17,8 @@ from roofline.serving.load import kv_sequences
 from serving_sample import TAIL, write_sample
 
 SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / "serving-hopper.csv"
+SILICON = Path(os.environ.get("AIC_SILICON_SAMPLE", "/nonexistent"))  # kept-aside rows: read, never fitted
+HOPPER, BLACKWELL = ("h100_sxm", "h200_sxm"), ("b200_sxm", "b300_sxm")
 HEADER = ("backend,model_path,system,measured,kv_cache_dtype,memory_fraction,token_budget,left_out,length_ratio,script,"
           "commit,evidence\n")
 LLAMA_70B_FP8 = "2026_04_06_llama_3_1_70b_h200_sxm_trtllm_fp8_agg_1024x8192_c{}_tp1_ep1"
@@ -24,19 +28,34 @@ def test_every_launch_line_reads_and_cites_a_commit():
     table = read_launches(LAUNCHES)
     assert table
     for (backend, _, system, measured), launch in table.items():
-        assert backend in ("trtllm", "vllm", "sglang") and system in ("h100_sxm", "h200_sxm")
+        assert backend in ("trtllm", "vllm", "sglang") and system in (*HOPPER, *BLACKWELL)
         assert len(measured) == 10 and "@" in launch.script and len(launch.script.split("@")[1]) == 40
 
 
-@pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
-def test_every_launch_group_names_aggregated_rows_of_the_file():
+def aggregated_groups(path: Path) -> Counter:
     groups = Counter()
-    with SERVING_HOPPER.open(newline="") as handle:
+    with path.open(newline="") as handle:
         for raw in csv.DictReader(handle):
             if raw["mode"] == "agg":
                 groups[(raw["backend"], raw["model_path"], raw["system"], measured_date(raw))] += 1
-    for key in read_launches(LAUNCHES):
+    return groups
+
+
+@pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
+def test_every_hopper_launch_group_names_aggregated_rows_of_the_file():
+    groups = aggregated_groups(SERVING_HOPPER)
+    for key in [k for k in read_launches(LAUNCHES) if k[2] in HOPPER]:
         assert groups[key] > 0, f"{key} names no aggregated row of serving-hopper.csv"
+
+
+@pytest.mark.skipif(not SILICON.is_file(), reason="AIC_SILICON_SAMPLE: the path of aiconfigurator-core 0.12.0's "
+                                                  "systems/silicon_sample.csv (README, Transfer to Blackwell)")
+def test_every_blackwell_launch_group_names_aggregated_rows_of_the_silicon_sample():
+    groups = aggregated_groups(SILICON)
+    blackwell = [k for k in read_launches(LAUNCHES) if k[2] in BLACKWELL]
+    assert blackwell
+    for key in blackwell:
+        assert groups[key] > 0, f"{key} names no aggregated row of silicon_sample.csv"
 
 
 def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_path):
