@@ -7,10 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import yaml
-
 from roofline.deployment import Deployment
-from roofline.engine import Engine, engine_from_document, load_engine, with_values
+from roofline.engine import Engine, load_engine
 from roofline.fitting.engine_fit import pinned_formats
 from roofline.fitting.published_serving import ServingRow
 from roofline.hardware import load_hardware
@@ -52,16 +50,10 @@ def test_routed_experts_keep_their_own_share_by_format():
     assert shared[projection] == pytest.approx(2 * base[projection], rel=1e-12)
 
 
-def test_the_share_reads_writes_and_fits_as_prefix_dot_dtype():
+def test_the_share_multiplies_flops_efficiency_for_its_dtype_alone():
+    """(Its fit name, file entry and bound: tests/test_format_shares.py, with every keyed share.)"""
     assert BY_DTYPE.gemm_efficiency("fp8") == pytest.approx(0.4) and BY_DTYPE.gemm_efficiency("bf16") == 0.8
-    assert BY_DTYPE.parameters()["flops_efficiency.fp8"] == 0.5
-    moved = with_values(BY_DTYPE, ["flops_efficiency.fp8"], [0.7])
-    assert moved.flops_efficiency_by_dtype == {"fp8": 0.7} and BY_DTYPE.flops_efficiency_by_dtype == {"fp8": 0.5}
-    document = yaml.safe_load(yaml.safe_dump(BY_DTYPE.as_document(), sort_keys=False))
-    assert engine_from_document(document, "round trip").flops_efficiency_by_dtype == {"fp8": 0.5}
-    document["flops_efficiency_by_dtype"]["fp8"]["value"] = 1.5
-    with pytest.raises(ValueError, match=r"flops_efficiency\.fp8"):
-        engine_from_document(document, "too fast")
+    assert BY_DTYPE.gemm_share("fp8") == 0.5 and BASE.gemm_share("fp8") == 1.0
 
 
 def test_only_rows_running_the_dtype_pin_its_share():

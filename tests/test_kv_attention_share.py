@@ -7,10 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import yaml
-
 from roofline.deployment import Deployment
-from roofline.engine import Engine, engine_from_document, load_engine, with_values
+from roofline.engine import Engine, load_engine
 from roofline.fitting.engine_fit import pinned_formats
 from roofline.fitting.published_serving import ServingRow
 from roofline.hardware import load_hardware
@@ -43,17 +41,9 @@ def test_an_fp8_caches_share_slows_only_attention_over_it():
     assert decode_ops(BY_KV, "bf16") == decode_ops(BASE, "bf16")
 
 
-def test_the_share_reads_writes_and_fits_as_prefix_dot_format():
+def test_the_share_multiplies_attention_for_its_format_alone():
+    """(Its fit name, file entry and bound: tests/test_format_shares.py, with every keyed share.)"""
     assert BY_KV.kv_attention_efficiency("fp8") == pytest.approx(0.45) and BY_KV.kv_attention_efficiency("bf16") == 0.9
-    assert BY_KV.parameters()["attention_bandwidth_efficiency.fp8"] == 0.5
-    moved = with_values(BY_KV, ["attention_bandwidth_efficiency.fp8"], [0.7])
-    assert moved.attention_bandwidth_efficiency_by_kv == {"fp8": 0.7}
-    assert BY_KV.attention_bandwidth_efficiency_by_kv == {"fp8": 0.5}
-    document = yaml.safe_load(yaml.safe_dump(BY_KV.as_document(), sort_keys=False))
-    assert engine_from_document(document, "round trip").attention_bandwidth_efficiency_by_kv == {"fp8": 0.5}
-    document["attention_bandwidth_efficiency_by_kv"]["fp8"]["value"] = 1.5
-    with pytest.raises(ValueError, match=r"attention_bandwidth_efficiency\.fp8"):
-        engine_from_document(document, "too fast")
 
 
 def test_only_rows_holding_the_kv_format_pin_its_share():
