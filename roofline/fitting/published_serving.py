@@ -152,7 +152,7 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         if pool < 1:
             continue
         policy = Policy(budget, running, pool)
-        # a launch's client drawing output lengths at random unties a prefill-first server's cohort (prefill_first)
+        # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         launch = rows[members[0]].launch
         load = LoadModel(d, prompt, gen, policy, launch is not None and launch.lengths_vary).at_concurrency(
             concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)

@@ -34,6 +34,7 @@ import numpy as np
 from .attention_dp import released_beside
 from .steady_loop import steady_closed_loop
 
+
 class MixedSteps:
     """The mixed step policy of a roofline.serving.load.LoadModel (its workload, policy and step table)."""
     carrying_step = "mixed_step_s"  # the step that carries prompt tokens, as `steps` names it

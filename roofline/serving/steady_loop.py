@@ -40,7 +40,7 @@ def steady_closed_loop(model, concurrency: np.ndarray, requests=None) -> dict:
     in_flight = rates * (curve["e2e_s"] - waiting)
     held_max = np.nanmax(np.where(valid, in_flight, np.nan))
     held = np.minimum(concurrency, min(held_max, model.policy.kv_sequences))
-    rate = np.exp(np.interp(np.log(held), np.log(in_flight[valid]), np.log(rates[valid])))
+    rate = np.exp(np.interp(np.log(np.maximum(held, 1e-300)), np.log(in_flight[valid]), np.log(rates[valid])))
     out = model.at_rate(rate, closed_loop=staggered, kv_limit=False)
     if staggered:
         for name in ("ttft_s", "e2e_s"):
