@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from roofline.deployment import Deployment
 from roofline.engine import Engine, load_engine
 from roofline.fitting.engine_fit import pinned_formats

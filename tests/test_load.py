@@ -14,6 +14,7 @@ from roofline.scheduler import MIXED
 from roofline.serving.batching import StepCost, Workload, engine_terms, simulate_continuous
 from roofline.serving.load import LoadModel, Policy, kv_sequences
 from roofline.serving.mixed_step import StepTable, dense_seconds, mixed_step_seconds
+from varied_outputs import varied_outputs_simulated
 
 MODEL, H100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
 TRT = Deployment(MODEL, H100, engine=load_engine("tensorrt-llm"))
@@ -120,17 +121,12 @@ def test_a_closed_loop_of_varied_outputs_waits_as_the_simulators_does_and_identi
     running the mixed scheduler request by request shows (3000-token prompts at 64 clients: a quarter of a second,
     twice the prompt's own prefill), where the staggered loop of identical requests waits for nothing. Near the
     budget's saturation (128 clients) the wait grows steeply and the model holds within ~15% only."""
-    outputs = np.random.default_rng(3).integers(160, 201, REQUESTS)
-    work = Workload(np.zeros(REQUESTS), np.full(REQUESTS, 3000), outputs)
-    sim = simulate_continuous(work, StepCost(TRT), 256, chunk_tokens=BUDGET, clients=clients,
-                              request_overhead_s=TRT.engine.request_overhead_s)
-    middle = slice(WARM, REQUESTS - WARM)
-    gen = int(round(outputs.mean()))
+    ttft, tpot, gen = varied_outputs_simulated(TRT, clients, BUDGET, mixed=True)
     varied = LoadModel(TRT, 3000, gen, Policy(token_budget=BUDGET, step_policy=MIXED), lengths_vary=True)
     out = varied.at_concurrency([clients])
     # 15%: a closed loop's arrivals thin out while its own requests wait (C of them at most), which Poisson's do not
-    assert float(out["ttft_s"][0]) == pytest.approx(float(np.mean(sim.ttft_s[middle])), rel=0.15)
-    assert float(out["tpot_s"][0]) == pytest.approx(float(np.nanmean(sim.tpot_s[middle])), rel=0.08)
+    assert float(out["ttft_s"][0]) == pytest.approx(ttft, rel=0.15)
+    assert float(out["tpot_s"][0]) == pytest.approx(tpot, rel=0.08)
     assert out["rate"][0] * out["e2e_s"][0] == pytest.approx(clients, rel=0.01)
     staggered = LoadModel(TRT, 3000, gen, Policy(token_budget=BUDGET, step_policy=MIXED)).at_concurrency([clients])
     assert float(staggered["ttft_queue_s"][0]) == 0 < float(out["ttft_queue_s"][0])

@@ -14,6 +14,7 @@ from roofline.planning.under_load import policy_of
 from roofline.serving.batching import StepCost, Workload, engine_terms, simulate, simulate_continuous
 from roofline.serving.load import LoadModel, Policy
 from roofline.serving.mixed_step import mixed_step_seconds
+from varied_outputs import varied_outputs_simulated
 
 MODEL, H100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")
 TRT = Deployment(MODEL, H100, engine=load_engine("tensorrt-llm"))
@@ -86,23 +87,12 @@ def test_the_prefill_first_closed_loop_is_the_simulators_cohort(prompt, clients)
     assert float(out["rate"][0]) == pytest.approx(REQUESTS / sim.makespan_s, rel=0.02)
 
 
-def varied_outputs_simulated(clients: int, mixed: bool, prompt: int = 3000):
-    """The simulator's closed loop of `clients`, outputs drawn uniformly in [160, 200] (a benchmark's
-    --random-range-ratio 0.8 of 200): its means past the first and last WARM requests, and the mean output."""
-    outputs = np.random.default_rng(3).integers(160, 201, REQUESTS)
-    work = Workload(np.zeros(REQUESTS), np.full(REQUESTS, prompt), outputs)
-    sim = simulate_continuous(work, StepCost(TRT), 256, chunk_tokens=CHUNK, clients=clients, mixed=mixed,
-                              request_overhead_s=TRT.engine.request_overhead_s)
-    middle = slice(WARM, REQUESTS - WARM)
-    return float(np.mean(sim.ttft_s[middle])), float(np.nanmean(sim.tpot_s[middle])), int(round(outputs.mean()))
-
-
 @pytest.mark.parametrize("clients", [5, 64])
 def test_output_lengths_that_vary_untie_the_cohort_and_requests_arrive_as_the_simulator_runs_them(clients):
     """Outputs that vary: the simulator's requests end apart and are sent again apart, so a prompt meets the step in
     progress and the prompts ahead as an open loop's does (roofline.serving.steady_loop, LoadModel's lengths_vary);
     the cohort (all prompts prefilled together) does not follow it (3000-token prompts: 2.3 s against ~0.14 s at C 64)."""
-    ttft, tpot, gen = varied_outputs_simulated(clients, mixed=False)
+    ttft, tpot, gen = varied_outputs_simulated(TRT, clients, CHUNK, mixed=False)
     varied = LoadModel(TRT, 3000, gen, Policy(token_budget=CHUNK, step_policy=PREFILL_FIRST), lengths_vary=True)
     out = varied.at_concurrency([clients])
     assert float(out["ttft_s"][0]) == pytest.approx(ttft, rel=0.10)
