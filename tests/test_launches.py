@@ -75,16 +75,16 @@ def test_a_launched_row_takes_the_scripts_kv_format_and_others_keep_16_bit(tmp_p
     assert launch_of({**launched, "silicon_data_source": "source_file=x.csv"}, launches) is None  # no date: none
     # through the reader, with the shipped file: the 70B H200 vLLM rows of that date are fp8, an undated row 16-bit
     line = ("{},source_file=2026-04-06.csv; measured={}T00:00:00.000Z,vllm,0.11,{},h200_sxm,"
-            "fp8,agg,1024,1024,fp8,fp8,8,1,1,1,1,1" + TAIL + ",200.0,20.0")
-    read = read_serving_table(write_sample(tmp_path, [line.format("a", "2025-10-29", "meta-llama/Llama-3.1-70B"),
-                                                      line.format("b", "2024-01-01", "meta-llama/Llama-3.1-70B")]))
+            "fp8,agg,1024,1024,fp8,fp8,8,1,1,1,1,1" + TAIL + ",{},20.0")
+    read = read_serving_table(write_sample(tmp_path, [line.format("a", "2025-10-29", "meta-llama/Llama-3.1-70B", 200),
+                                                      line.format("b", "2024-01-01", "meta-llama/Llama-3.1-70B", 210)]))
     assert [r.precision.kv for r in read.rows] == ["fp8", "bf16"]
     assert read.rows[0].launch is not None and read.rows[1].launch is None
     # the launched row at its client's mean lengths and its script's budget; the other as stated, the profile's
     assert [(r.prompt, r.gen, r.token_budget) for r in read.rows] == [(922, 922, 8192), (1024, 1024, None)]
     # a launch that is not what its rows state leaves them out, counted
     bug = line.replace("h200_sxm", "h100_sxm")
-    read = read_serving_table(write_sample(tmp_path, [bug.format("c", "2025-12-05", "openai/gpt-oss-120b")]))
+    read = read_serving_table(write_sample(tmp_path, [bug.format("c", "2025-12-05", "openai/gpt-oss-120b", 200)]))
     assert not read.rows and read.left_out["launch"] == 1
 
 

@@ -3,15 +3,17 @@
 A row is one serving benchmark: `concurrency` requests in flight (closed loop), `isl` in, `osl` out, on one
 worker of an H100 SXM or H200 SXM node; measured mean TTFT and TPOT. How a row maps onto a bundled model, its
 formats and its layout (tensor parallel, or attention data parallel with expert parallel), and the reasons a row
-is left out (model, device, format, layout): roofline.fitting.serving_rows. Each is priced twice with one engine
+is left out (model, device, format, layout, launch): roofline.fitting.serving_rows; a measurement the file holds
+more than once is priced once (roofline.fitting.copies). Each is priced twice with one engine
 profile; fp8 rows run W8A8 (the GEMMs at the fp8 peak: vLLM, SGLang and TensorRT-LLM
 quantize activations to fp8 for fp8 checkpoints), the KV cache 16-bit (the rows do not say):
   before: today's offline estimates: TPOT the decode step of a batch of `concurrency` at the prompt's
           context, TTFT one request's prefill (as `plan` reports it);
   after:  the closed loop at that concurrency (roofline.serving.load) under the engine's default scheduler
           (its profile's `scheduler:`; the token budget and memory fraction its launch script set, where public:
-          roofline.fitting.launches): TTFT the mean over a run of RUN_REQUESTS_PER_CLIENT x C requests, whose
-          first C are sent together at t = 0 (roofline.serving.first_wave), the rest at the steady state's;
+          roofline.fitting.launches): TTFT the mean over a run of N requests (the client's, roofline.fitting.clients,
+          else RUN_REQUESTS_PER_CLIENT x C), whose first C are sent together at t = 0 (roofline.serving.first_wave),
+          the rest at the steady state's;
           TPOT the steady state's, (E2E - TTFT) / (osl - 1), the benchmarks' per-request mean. A launch whose
           client drew lengths at random (launches: `--random-range-ratio` 0.8) has its requests arrive at random
           (LoadModel's lengths_vary, roofline.serving.steady_loop), identical ones stagger or keep a cohort.
@@ -36,12 +38,15 @@ from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, decode_context
 from ..precision import Precision
 from ..serving.load import LoadModel, Policy, kv_sequences
+from .clients import run_requests
+from .copies import copies
 from .launches import Launch
 from .serving_rows import REASONS, REQUIRED, read_row
 
-# Requests a run per client, N / C: the rows do not state N. Assumed 10: genai-perf's published sweeps set
-# --request-count to 10 x the concurrency, vLLM's serving recipes num_prompts to 5-10 x. The first wave of C requests,
-# sent together at t = 0, is then a tenth of the run (roofline.serving.first_wave; validation/README.md weighs it).
+# Requests a run per client, N / C, where a row's client is not known (roofline.fitting.clients gives N where its digits
+# do). Assumed 10: genai-perf's published sweeps set --request-count to 10 x the concurrency, vLLM's serving recipes
+# num_prompts to 5-10 x. The first wave of C requests, sent together at t = 0, is then a tenth of the run
+# (roofline.serving.first_wave; validation/README.md weighs it).
 RUN_REQUESTS_PER_CLIENT = 10
 
 
@@ -65,6 +70,7 @@ class ServingRow:
     ttft_includes_completion_interval: bool = False
     launch: Launch | None = None  # the public launch script's memory fraction (launches); None: the profile's
     token_budget: int | None = None  # the launch script's token budget at this row; None: the profile's
+    requests: int | None = None  # the run's requests where its client is known (clients); None: RUN_REQUESTS_PER_CLIENT C
 
     @property
     def precision(self) -> Precision:
@@ -88,6 +94,7 @@ def read_serving_table(path: Path, read: Callable[[dict], dict | str] = read_row
         if missing:
             raise ValueError(f"{str(path)!r}: no column {', '.join(missing)}; fix: pass serving-hopper.csv "
                              "(../shared/published/README.md names its columns)")
+        read_rows = []  # (raw row, its fields or the reason it is left out)
         for raw in reader:
             if raw["mode"] != "agg":
                 continue
@@ -97,10 +104,16 @@ def read_serving_table(path: Path, read: Callable[[dict], dict | str] = read_row
                 raise ValueError(f"{str(path)!r}: row {raw['id']!r}: {err}; fix: correct the row or drop it") from None
             if isinstance(fields, dict) and not _priceable(fields):
                 fields = "layout"
-            if isinstance(fields, str):
-                left_out[fields] += 1
-                continue
-            rows.append(ServingRow(raw["id"], raw["backend"], **fields))
+            read_rows.append((raw, fields))
+    # a measurement held twice is priced once; a copy of one left out by its launch is left out with it
+    repeated = copies([raw for raw, fields in read_rows if isinstance(fields, dict) or fields == "launch"])
+    for raw, fields in read_rows:
+        if raw["id"] in repeated:
+            fields = "copy"
+        if isinstance(fields, str):
+            left_out[fields] += 1
+            continue
+        rows.append(ServingRow(raw["id"], raw["backend"], **fields, requests=run_requests(raw)))
     return ServingRead(rows, dict(left_out))
 
 
@@ -154,8 +167,10 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         policy = Policy(budget, running, pool)
         # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         launch = rows[members[0]].launch
+        requests = np.array([rows[i].requests or RUN_REQUESTS_PER_CLIENT * rows[i].concurrency for i in members],
+                            dtype=float)
         load = LoadModel(d, prompt, gen, policy, launch is not None and launch.lengths_vary).at_concurrency(
-            concurrency, RUN_REQUESTS_PER_CLIENT * concurrency)
+            concurrency, requests)
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     for when in ("before", "after"):
         out[f"ttft_{when}"] = as_timed(rows, out[f"ttft_{when}"], out[f"tpot_{when}"])

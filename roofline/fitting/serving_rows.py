@@ -37,7 +37,8 @@ Launch: where the row's launch script is public (roofline.fitting.launches), its
 budget, and its client's spread of lengths (the row priced at the mean lengths, not the stated largest); a group
 whose launch is not what the row states (speculative decoding, a client concurrency that is not the server's) is left
 out by reason "launch".
-Left out, counted by reason: a model not bundled; a device not Hopper SXM; a format outside the table; layouts
+Left out, counted by reason (a measurement the file holds twice is priced once, the other copy left out as "copy":
+roofline.fitting.copies): a model not bundled; a device not Hopper SXM; a format outside the table; layouts
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
 columns that disagree (tp x dp != moe_tp x moe_ep; a 0 MoE column, as in vLLM's disaggregated rows, states no
@@ -78,7 +79,7 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
 QUANT_FORMATS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4", "nvfp4": "nvfp4"}
 GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link the hardware files give)
-REASONS = ("model", "device", "format", "layout", "launch")
+REASONS = ("model", "device", "format", "layout", "launch", "copy")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 SOURCE_FILE = re.compile(r"source_file=([^;]+)")
 ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")  # an id's worker: GPUs, expert-parallel width
