@@ -65,7 +65,8 @@ def test_a_marked_rows_ttft_is_the_servers_plus_one_completion_interval(tmp_path
              for name, source, backend, osl, ttft, tpot in (
                  ("marked", MARKED_FILE, "trtllm", 512, 550.008, 7.4168),
                  ("sglang", MARKED_FILE, "sglang", 512, 550.008, 7.4168),
-                 ("other", "source_file=2026-04-06.csv; silicon_concurrency=8", "trtllm", 512, 550.008, 7.4168))]
+                 # (1 ms apart: the same TTFT and TPOT in another file would be a copy, fitting.copies)
+                 ("other", "source_file=2026-04-06.csv; silicon_concurrency=8", "trtllm", 512, 551.008, 7.4168))]
     rows, _ = read_serving_rows(write_sample(tmp_path, lines))
     assert [r.ttft_includes_completion_interval for r in rows] == [True, False, False]
     engine = load_engine("tensorrt-llm-1")

@@ -82,9 +82,9 @@ def test_a_rows_moe_split_inside_tp_is_read_as_each_experts_slice(tmp_path):
     from roofline.fitting.published_serving import read_serving_table
     from serving_sample import TAIL, write_sample
 
-    def line(name, model, tp, moe_tp, moe_ep):
+    def line(name, model, tp, moe_tp, moe_ep):  # a TTFT of its own: equal ones would be copies (fitting.copies)
         return (f"{name},src,trtllm,1.0,{model},h200_sxm,fp8,agg,1024,128,fp8_block,fp8_block,16,{tp},1,,{moe_tp},"
-                f"{moe_ep}{TAIL},50.0,8.0")
+                f"{moe_ep}{TAIL},{50 + len(name)}.0,8.0")
     rows = read_serving_table(write_sample(tmp_path, [
         line("ep", "Qwen/Qwen3-235B-A22B-FP8", 8, 1, 8), line("tp", "deepseek-ai/DeepSeek-V3", 8, 8, 1),
         line("both", "Qwen/Qwen3-235B-A22B-FP8", 4, 2, 2), line("unstated", "Qwen/Qwen3-235B-A22B-FP8", 4, 0, 0),
