@@ -87,7 +87,7 @@ def test_the_score_counts_rows_by_reason_and_prices_each_backend_with_its_hopper
                  row("d", "meta-llama/Llama-3.1-70B", mode="disagg"), row("m", "mistralai/Mistral-7B"))
     result = score_transfer(path)
     assert result["rows"] == 2
-    assert result["left_out"] == {"model": 1, "device": 0, "format": 0, "layout": 0, "launch": 0, "copy": 0,
+    assert result["left_out"] == {"model": 1, "device": 0, "format": 0, "layout": 0, "launch": 0, "copy": 0, "work": 0,
                                   FITTED: 1, "disaggregated": 1}
     assert {b: r["engine"] for b, r in result["backends"].items()} == {"trtllm": "tensorrt-llm-1", "vllm": "vllm"}
     rows = read_serving_table(path, read=read_blackwell_row).rows

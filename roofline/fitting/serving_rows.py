@@ -42,8 +42,9 @@ roofline.fitting.copies): a model not bundled; a device not Hopper SXM; a format
 with pipeline stages, attention TP inside DP groups (tp > 1 and dp > 1), more GPUs than one 8-GPU HGX node (the
 hardware files hold NVLink, not the scale-out network; AIConfigurator: h100_sxm/h200_sxm have 8 GPUs a node), or
 columns that disagree (tp x dp != moe_tp x moe_ep; a 0 MoE column, as in vLLM's disaggregated rows, states no
-expert split: not checked). A disaggregated row's two pools read the same way (layout, prefix "prefill_" or
-"decode_").
+expert split: not checked); a file whose measured rates need more prefill than any Hopper GEMM delivers, its
+prompts not the stated work ("work": roofline.fitting.unstated_work). A disaggregated row's two pools read the same
+way (layout, prefix "prefill_" or "decode_").
 Concurrency: the requests in flight over the whole worker: `silicon_concurrency=` in silicon_data_source where
 given (where attention_dp_size states a dp, `batch_size` is per DP rank: concurrency = batch_size x dp), else
 batch_size x the stated dp.
@@ -69,6 +70,7 @@ from ..models.checkpoint_format import load_shipped_precision
 from ..models.config import MOE, load_model
 from ..precision import Precision
 from .launches import launch_of
+from .unstated_work import unstated_work
 
 MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-8B-Instruct-FP8": "llama-3.1-8b",
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "openai/gpt-oss-120b": "gpt-oss-120b",
@@ -79,7 +81,7 @@ MODELS = {"meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b", "nvidia/Llama-3.1-
 SYSTEMS = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}
 QUANT_FORMATS = {"": "bf16", "fp8": "fp8", "fp8_block": "fp8", "int4_wo": "int4", "nvfp4": "nvfp4"}
 GPUS_PER_NODE = 8  # an HGX H100 / H200 board: 8 SXM GPUs on NVSwitch (the link the hardware files give)
-REASONS = ("model", "device", "format", "layout", "launch", "copy")
+REASONS = ("model", "device", "format", "layout", "launch", "copy", "work")
 CONCURRENCY = re.compile(r"silicon_concurrency=(\d+)")
 SOURCE_FILE = re.compile(r"source_file=([^;]+)")
 ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")  # an id's worker: GPUs, expert-parallel width
@@ -214,6 +216,8 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
     launch = launch_of(raw)
     if launch is not None and launch.left_out:
         return "launch"
+    if unstated_work(raw["backend"], raw.get("backend_version") or "", source_file(raw), raw["system"]):
+        return "work"
     if launch is not None and launch.kv_cache_dtype is not None:
         precision = replace(precision, kv=launch.kv_cache_dtype)
     split = layout(raw, model)
