@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from roofline import analyze, sweep
@@ -260,6 +260,7 @@ def _check_cli_call(call, folder, capsys) -> None:
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(cli_call())
+@example(("analyze", ["--replicas"], ["999999999999999999999999999999"]))  # found once: an int64 overflow, not exit 2
 def test_every_subcommand_answers_a_bad_flag_value_in_one_line_naming_it(tmp_path_factory, capsys, call):
     _check_cli_call(call, tmp_path_factory.mktemp("cli"), capsys)
 

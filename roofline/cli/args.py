@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import math
 
+# The largest count a flag takes: 2^53, the last whole number a float64 holds exactly. The pricing is float64
+# arithmetic, and integer columns are int64: a larger count (`--replicas 10^30`) would overflow, not answer.
+WHOLE_HIGH = 2 ** 53
+
 
 def items(text, flag: str) -> list[str]:
     """The comma-separated values of a flag, stripped, in order and distinct (`bf16,bf16` would price every
@@ -20,14 +24,18 @@ def items(text, flag: str) -> list[str]:
 def _range(low: float, inclusive: bool, high: float) -> str:
     start = f"{low:g}" if math.isfinite(low) else "-inf"
     if high < math.inf:
-        return f"in {'[' if inclusive else '('}{start}, {high:g}]"
+        end = str(high) if isinstance(high, int) else f"{high:g}"  # a whole bound in full: 9007199254740992
+        return f"in {'[' if inclusive else '('}{start}, {end}]"
     return f"{'>=' if inclusive else '>'} {start}"
 
 
 def number(text, flag: str, *, whole: bool = False, low: float = 0.0, inclusive: bool = False,
-           high: float = math.inf, example: str | None = None) -> int | float:
-    """One finite number: above `low` (at it too when `inclusive`), at most `high`; an int when `whole`."""
+           high: float | None = None, example: str | None = None) -> int | float:
+    """One finite number: above `low` (at it too when `inclusive`), at most `high` (default: WHOLE_HIGH for a
+    whole number, else none); an int when `whole`."""
     kind = "whole number" if whole else "number"
+    if high is None:
+        high = WHOLE_HIGH if whole else math.inf
     try:
         value = int(str(text).strip()) if whole else float(str(text).strip())
     except ValueError:
@@ -40,11 +48,13 @@ def number(text, flag: str, *, whole: bool = False, low: float = 0.0, inclusive:
 
 
 def numbers(text, flag: str, *, whole: bool = False, low: float = 0.0, inclusive: bool = False,
-            high: float = math.inf, example: str | None = None) -> list:
+            high: float | None = None, example: str | None = None) -> list:
     """Comma-separated numbers, each as `number` reads it (an empty one, as in `1,,64`, is a typo: refused); the
     error quotes the whole list."""
     kind = "whole numbers" if whole else "numbers"
     good = example if example is not None else ("1,8,64" if whole else "0.5,1,2")
+    if high is None:
+        high = WHOLE_HIGH if whole else math.inf
     try:
         return [number(part, flag, whole=whole, low=low, inclusive=inclusive, high=high)
                 for part in str(text).split(",")]
