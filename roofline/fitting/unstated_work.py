@@ -7,16 +7,16 @@ That share is a floor on the rate the GEMMs sustained, before any decode step, a
 work. The fastest GEMM published for Hopper is DeepGEMM's fp8, up to 1550 TFLOPS on an H800
 (github:deepseek-ai/DeepGEMM, README, April 2025), 0.78 of its 1979 TFLOPS dense fp8 peak, the H100 SXM's and the
 H200's own (FASTEST_GEMM_SHARE). A row whose floor passes it did not prefill the prompts it states: its client sent
-shorter ones, or repeated ones that the engine's prefix cache served (genai-perf and aiperf draw from 100 dataset
-entries by default, `--num-dataset-entries`; vLLM, SGLang and TensorRT-LLM cache prefixes by default). Nothing says
-which or how much, so the file, one client setup, is left out whole by reason "work".
+shorter ones, or repeated ones that the engine's prefix cache served (genai-perf draws from 100 dataset entries by
+default, `--num-dataset-entries`; vLLM, SGLang and TensorRT-LLM cache prefixes by default). Nothing says which or
+how much, so the file, one client setup, is left out whole by reason "work".
 
 Over serving-hopper.csv's rows (tests/test_unstated_work.py derives it): vLLM 0.12.0's
 nvidia_Llama-3.1-8B-Instruct-FP8.csv on H200 needs 0.62-0.96 of the fp8 peak for its prompts alone (median 0.71,
 9 of 21 rows past 0.78; e.g. C 64, 4000 in, 100 out, tp 4: TTFT 125 ms, TPOT 7.5 ms, 0.96); no other file's row needs
 more than 0.59 (Qwen3-32B bf16 at C 128 and 4k prompts). The genai-perf files whose run length their digits give
-(roofline.fitting.clients: N up to 2000 requests from 100 entries) show no cache: their TPOT under prompt-heavy load
-matches the full prompts' prefill at every C.
+(roofline.fitting.clients: up to 2000 requests, 20 draws of each of 100 entries had they kept genai-perf's default)
+show no cache: their TPOT under prompt-heavy load matches the full prompts' prefill at every C.
 """
 from __future__ import annotations
 
