@@ -21,6 +21,11 @@ def items(text, flag: str) -> list[str]:
     return values
 
 
+def _high(high: float | None, whole: bool) -> float:
+    """A flag's upper bound: the one given, else WHOLE_HIGH for a whole number and none for a number."""
+    return (WHOLE_HIGH if whole else math.inf) if high is None else high
+
+
 def _range(low: float, inclusive: bool, high: float) -> str:
     start = f"{low:g}" if math.isfinite(low) else "-inf"
     if high < math.inf:
@@ -34,8 +39,7 @@ def number(text, flag: str, *, whole: bool = False, low: float = 0.0, inclusive:
     """One finite number: above `low` (at it too when `inclusive`), at most `high` (default: WHOLE_HIGH for a
     whole number, else none); an int when `whole`."""
     kind = "whole number" if whole else "number"
-    if high is None:
-        high = WHOLE_HIGH if whole else math.inf
+    high = _high(high, whole)
     try:
         value = int(str(text).strip()) if whole else float(str(text).strip())
     except ValueError:
@@ -53,8 +57,7 @@ def numbers(text, flag: str, *, whole: bool = False, low: float = 0.0, inclusive
     error quotes the whole list."""
     kind = "whole numbers" if whole else "numbers"
     good = example if example is not None else ("1,8,64" if whole else "0.5,1,2")
-    if high is None:
-        high = WHOLE_HIGH if whole else math.inf
+    high = _high(high, whole)
     try:
         return [number(part, flag, whole=whole, low=low, inclusive=inclusive, high=high)
                 for part in str(text).split(",")]
