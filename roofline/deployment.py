@@ -159,6 +159,13 @@ class Deployment:
     def gpus(self) -> int:
         return self.gpus_per_replica * self.replicas
 
+    @property
+    def request_s(self) -> float:
+        """What the engine spends on one request, once, in its TTFT and beside the steps: its request cost, and its
+        host's dispatch of the prompt's first pass for each of the model's layers (a pipeline's stages dispatch
+        theirs one after another, so all the layers count)."""
+        return self.engine.request_overhead_s + self.config.n_layers * self.engine.request_layer_overhead_s
+
     @cached_property
     def local(self) -> ModelConfig:
         """The model one GPU of a tensor-parallel group holds and runs."""

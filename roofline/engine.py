@@ -88,6 +88,12 @@ PARAMETERS = {
     "sequence_overhead_s": ("s", 0.0, 1e-3, "per running sequence per step: host work the scheduler does for each "
                             "request in the step"),
     "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
+    # A prompt's first pass runs outside the CUDA graphs a decode step replays: the host dispatches each layer's
+    # kernels one by one, in Python, and the request's first token waits for it. NVIDIA's AIConfigurator prices
+    # it as 0.8 ms a layer on vLLM, "CPU-side Python dispatch across all layers", once a request, in TTFT
+    # (github:ai-dynamo/aiconfigurator PR #1166, vllm_backend._prefill_dispatch_overhead_ms). 10 ms a layer: a typo.
+    "request_layer_overhead_s": ("s", 0.0, 1e-2, "per request per layer, once, in TTFT: the host dispatching its "
+                                 "prompt's first pass layer by layer, beside the graphed steps"),
     # Disaggregated serving only: what a request's move from a prefill worker to a decode worker costs beyond its
     # KV bytes on the link (routing to two workers, the transfer's setup and completion handshake, the decode
     # worker's admission); pinned by TTFT at low load, where no queue hides it. 10 s: no working handoff nears it.
@@ -108,11 +114,12 @@ PARAMETERS = {
                     "again (0: once per group; 1: once per query head)"),
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
-# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; an all-reduce
-# as slow over 8 GPUs as over 2; routed experts streaming and computing as fast as the dense weights, and no MoE
-# layer floor.
+# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; no per-layer
+# dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2; routed experts streaming and computing as fast
+# as the dense weights, and no MoE layer floor.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
+            "sequence_overhead_s", "request_layer_overhead_s",
+            "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
             "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
@@ -160,6 +167,7 @@ class Engine:
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
     request_overhead_s: float = 0.0
+    request_layer_overhead_s: float = 0.0  # per request per layer, once (Deployment.request_s)
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     allreduce_doubling_s: float = 0.0  # added to the all-reduce latency per doubling of the group past 2 GPUs

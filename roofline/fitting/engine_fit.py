@@ -21,6 +21,7 @@ from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 
 # The routed experts' own terms: only rows of a model with routed experts move them.
+REQUEST_PARAMETERS = ("request_overhead_s", "request_layer_overhead_s")  # paid once a request, in TTFT alone
 EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
                      "expert_slice_half_columns")
 
@@ -47,7 +48,7 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
             continue
         if name in EXPERT_PARAMETERS and not any(load_model(row.model).n_experts for row in rows):
             continue
-        if name == "request_overhead_s" and not any(row.metric != "decode_tokens_per_s" for row in rows):
+        if name in REQUEST_PARAMETERS and not any(row.metric != "decode_tokens_per_s" for row in rows):
             continue
         kept.append(name)
     return kept

@@ -158,7 +158,7 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
         out["tpot_before"][members] = np.broadcast_to(decode.total_s, concurrency.shape)
-        out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + engine.request_overhead_s
+        out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + d.request_s
         # a step carries no more decode tokens than its budget: a launch's small budget caps the running batch too
         running = min(engine.scheduler.max_sequences, budget - 1)
         pool = kv_sequences(d, prompt, gen, token_budget=budget)

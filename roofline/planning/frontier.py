@@ -65,7 +65,7 @@ def simulate_pools(row, work, percentile: float, requests: int, seed: int) -> di
     arriving = requests_for(work, work.rate / row["prefill_workers"], requests, seed)
     prompts_only = dataclasses.replace(arriving, outputs=np.ones_like(arriving.outputs))
     first = simulate_continuous(prompts_only, StepCost(prefill), int(prefill.ep),
-                                request_overhead_s=prefill.engine.request_overhead_s)
+                                request_overhead_s=prefill.request_s)
     ttft = first.ttft_s + prefill.engine.disagg_handoff_s + row["kv_transfer_s"]
     decoding = requests_for(work, work.rate / row["decode_workers"], requests, seed)
     capacity = row["max_batch"] * (work.prompt_mean + work.gen_mean)

@@ -74,7 +74,7 @@ def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_targ
     top = max(max_batch.values())
     if top < 1:
         return Core(d, "memory", max_batch=max_batch, need_bytes=need)
-    ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.engine.request_overhead_s
+    ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.request_s
     extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
     best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
     ideal = None if engine_name == "ideal" else Deployment.of(

@@ -330,7 +330,7 @@ def engine_terms(d: Deployment) -> dict:
     ranks (roofline.scheduler), and whether it takes KV blocks on demand (roofline.kv_memory's admission rule). Every
     caller that simulates a Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
     scheduler = d.engine.scheduler
-    return {"request_overhead_s": d.engine.request_overhead_s, "overlap_steps": scheduler.overlap_steps,
+    return {"request_overhead_s": d.request_s, "overlap_steps": scheduler.overlap_steps,
             "mixed": scheduler.step_policy == MIXED, "ranks": d.ep,
             "balance_steps": scheduler.attention_dp_balance_steps, "on_demand": d.engine.memory.admission == ON_DEMAND}
 

@@ -92,7 +92,7 @@ class PrefillPool:
         ok = busy < 1
         with np.errstate(divide="ignore", invalid="ignore"):
             wait = np.where(ok, busy * self.service_s / (2 * (1 - busy)), np.nan)
-        prefill = np.where(ok, self.service_s + self.d.engine.request_overhead_s, np.nan)
+        prefill = np.where(ok, self.service_s + self.d.request_s, np.nan)
         return {"ttft_s": wait + prefill, "ttft_queue_s": wait, "ttft_prefill_s": prefill, "saturated": ~ok,
                 "busy": busy}
 
