@@ -94,7 +94,7 @@ def test_the_steady_state_agrees_with_the_simulator_holding_prompts_for_every_ra
     rate = share * model.saturation()
     arrivals = np.cumsum(np.random.default_rng(1).exponential(1 / rate, REQUESTS))
     sim = simulate_continuous(Workload(arrivals, np.full(REQUESTS, prompt), np.full(REQUESTS, gen)), StepCost(ON),
-                              256, chunk_tokens=budget, request_overhead_s=BALANCED.request_overhead_s,
+                              256, chunk_tokens=budget, request_overhead_s=ON.request_s,
                               overlap_steps=1, ranks=8, balance_steps=60)
     steady, middle = model.at_rate([rate]), slice(WARM, REQUESTS - WARM)
     assert float(steady["ttft_balance_wait_s"][0]) > 0.1 * float(steady["ttft_s"][0])  # the wait matters here

@@ -167,11 +167,13 @@ def test_disaggregated_pools_lose_where_one_pool_is_cheaper():
 
 
 # The tensorrt-llm-1 profile's fitted parameters (data/engines/tensorrt-llm-1.yaml), rounded as the hand work uses them
-V1_BANDWIDTH = 0.78696 * 3.35e12  # its weight GEMVs' share of the H100's 3.35 TB/s: 2.636 TB/s
-V1_ATTENTION_BANDWIDTH = 0.91936 * 3.35e12  # decode attention's: 3.080 TB/s (XQA: a GQA group's K/V read once)
-V1_FLOPS, V1_ATTENTION_FLOPS = 0.60468 * 989.4e12, 0.53643 * 989.4e12  # GEMMs', prefill attention's share of the peak
-V1_CORNER = 1.6327
-V1_LAYER_S, V1_STEP_S, V1_REQUEST_S = 5e-6, 98.79e-6, 0.14188  # a layer's launches, a step's host work, a request
+V1_BANDWIDTH = 0.81858 * 3.35e12  # its weight GEMVs' share of the H100's 3.35 TB/s: 2.742 TB/s
+V1_ATTENTION_BANDWIDTH = 0.89479 * 3.35e12  # decode attention's: 2.998 TB/s (XQA: a GQA group's K/V read once)
+V1_FLOPS, V1_ATTENTION_FLOPS = 0.50226 * 989.4e12, 0.58544 * 989.4e12  # GEMMs', prefill attention's share of the peak
+V1_CORNER = 1.4024
+V1_LAYER_S, V1_STEP_S = 5e-6, 116.89e-6  # a layer's launches, a step's host work
+# a request: 2.65 ms, and its prompt's first pass dispatched layer by layer, 2.094 ms each of Llama-3.1-8B's 32
+V1_REQUEST_S = 2.649e-3 + 32 * 2.0935e-3
 V1_OVERLAP_STEPS = 1  # scheduler.overlap_steps: a new request joins the step after the next
 LLAMA_8B_LAYER = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336  # q, o; k, v (8 KV heads); MLP: 218.1 M
 LLAMA_8B_HEAD = 128256 * 4096  # the LM head's 525.3 M parameters
@@ -204,33 +206,34 @@ def test_the_default_engine_prices_a_lone_h100_under_load_as_the_hand_does_reque
     TPOT <= 20 ms, under the default engine, tensorrt-llm-1 (TensorRT-LLM 1.x fitted to serving-hopper.csv).
 
     Decode step at the mean context 1100 (each term from the profile): the GEMMs' 7.505 G parameters (32 layers
-      x 218.1 M, the head 525.3 M) = 15.01 GB at 2.636 TB/s = 5.69 ms, their compute 15.01 G FLOPs x B / 598.3
-      TFLOP/s = 25.1 us x B, combined at the corner p = 1.633; launches 32 x 5 us and 99 us of host work a step;
-      a sequence's KV 1100 x 131,072 B = 144.2 MB at 3.080 TB/s = 46.8 us (XQA: read once per group, no
-      re-reads), its norms 1.4 us: t(1) = 6.00 ms; 20 ms is crossed at B ~ 228.
-    Prefill of a prompt alone: GEMMs 2 x 6.98 G x 1000 / 598.3 TFLOP/s = 23.3 ms against 13.96 GB / 2.636 TB/s
-      = 5.29 ms at the corner: 24.6 ms; causal attention 0.49 ms, norms 1.44 ms, head and launches 0.7 ms:
-      27.2 ms. A lone request's TTFT adds the profile's 141.9 ms request cost (a stand-in for the TTFT floor of
-      the rows it was fitted to): 169.1 ms.
+      x 218.1 M, the head 525.3 M) = 15.01 GB at 2.742 TB/s = 5.47 ms, their compute 15.01 G FLOPs x B / 496.9
+      TFLOP/s = 30.2 us x B, combined at the corner p = 1.402; launches 32 x 5 us and 117 us of host work a step;
+      a sequence's KV 1100 x 131,072 B = 144.2 MB at 2.998 TB/s = 48.1 us (XQA: read once per group, no
+      re-reads), its norms 1.4 us: t(1) = 5.80 ms; 20 ms is crossed at B ~ 205.
+    Prefill of a prompt alone: GEMMs 2 x 6.98 G x 1000 / 496.9 TFLOP/s = 28.1 ms against 13.96 GB / 2.742 TB/s
+      = 5.09 ms at the corner: 29.9 ms; causal attention 0.45 ms, norms 1.39 ms, head and launches 0.7 ms:
+      32.4 ms. A lone request's TTFT adds the profile's request cost, 2.65 ms and its prompt's first pass
+      dispatched layer by layer (TensorRT-LLM runs a step carrying a prompt outside CUDA graphs), 32 x 2.094 ms:
+      69.6 ms in all, 102.0 ms.
     Under load (roofline.serving.load; each prompt one chunk within the 8192-token budget): decoders m = 1/s x 199
-      x tau; a prompt's step carries it and the decoders, 27.2 ms + m x 49 us, in a share phi = 1 - exp(-tau)
-      of the steps: tau = (1 - phi) t(m) + phi x mixed = 6.14 ms, m = 1.22, phi = 0.0061.
-      TTFT = the step in progress E[t^2] / 2 tau (3.5 ms) + one step scheduled ahead (overlap_steps 1 x tau:
-      TensorRT-LLM batches step n + 1 while step n runs, 6.1 ms) + its own step 27.2 ms + 141.9 ms = 178.8 ms.
-      TPOT: a running request sees itself beside the m others, t(m + 1) = 6.06 ms, and the prompts' steps phi of
-      the time: 6.19 ms. In flight 1/s x (0.179 + 199 x 0.0062) = 1.4 requests, not the capacity batch.
-    The same question at the 90th percentile: the simulator pays the request cost too (TTFT > 169.1 ms)."""
+      x tau; a prompt's step carries it and the decoders, 32.4 ms + m x 52 us, in a share phi = 1 - exp(-tau)
+      of the steps: tau = (1 - phi) t(m) + phi x mixed = 5.97 ms, m = 1.19, phi = 0.0060.
+      TTFT = the step in progress E[t^2] / 2 tau (3.7 ms) + one step scheduled ahead (overlap_steps 1 x tau:
+      TensorRT-LLM batches step n + 1 while step n runs, 6.0 ms) + its own step 32.5 ms + 69.6 ms = 111.8 ms.
+      TPOT: a running request sees itself beside the m others, t(m + 1) = 5.87 ms, and the prompts' steps phi of
+      the time: 6.02 ms. In flight 1/s x (0.112 + 199 x 0.0060) = 1.3 requests, not the capacity batch.
+    The same question at the 90th percentile: the simulator pays the request cost too (TTFT > 102.0 ms)."""
     work, targets = Workload(rate=1, prompt=1000, gen=200), Targets(ttft_s=0.5, tpot_s=0.020)
     frame = plan("llama-3.1-8b", work, targets, hardware=("h100-sxm",), tp=(1,), weights=("bf16",),
                  disaggregated=False)
     row = frame.iloc[0]
     assert row["engine"] == "tensorrt-llm-1" and row["feasible"] and row["replicas"] == 1
-    assert decode_step_8b_h100(1) == pytest.approx(6.00e-3, rel=0.01)
+    assert decode_step_8b_h100(1) == pytest.approx(5.80e-3, rel=0.01)
     crossing = next(b for b in range(1, 1000) if decode_step_8b_h100(b + 1) > targets.tpot_s)
-    assert crossing == 228 and row["binding"] == "TPOT"
+    assert crossing == 205 and row["binding"] == "TPOT"
     assert row["capacity_batch"] == pytest.approx(crossing, rel=0.04)
     assert row["tpot_at_capacity_s"] == pytest.approx(decode_step_8b_h100(row["capacity_batch"]), rel=0.03)
-    assert prefill_8b_h100() == pytest.approx(27.2e-3, rel=0.01)
+    assert prefill_8b_h100() == pytest.approx(32.4e-3, rel=0.01)
     assert row["ttft_alone_s"] == pytest.approx(prefill_8b_h100() + V1_REQUEST_S, rel=0.01)
     per_sequence = decode_step_8b_h100(1) - decode_step_8b_h100(0)
     tau = 0.006
@@ -238,11 +241,11 @@ def test_the_default_engine_prices_a_lone_h100_under_load_as_the_hand_does_reque
         m, phi = 1 * 199 * tau, -math.expm1(-1 * tau)
         mixed = prefill_8b_h100() + m * per_sequence
         tau = (1 - phi) * decode_step_8b_h100(m) + phi * mixed
-    assert tau == pytest.approx(6.14e-3, rel=0.01)
+    assert tau == pytest.approx(5.97e-3, rel=0.01)
     second_moment = (1 - phi) * decode_step_8b_h100(m) ** 2 + phi * (mixed ** 2 + (mixed - decode_step_8b_h100(m)) ** 2)
     ttft = second_moment / (2 * tau) + V1_OVERLAP_STEPS * tau + mixed + V1_REQUEST_S
-    # within 2%: without the step scheduled ahead (3.5%) or the request cost (80%) the hand would miss
-    assert row["ttft_s"] == pytest.approx(ttft, rel=0.02) and ttft == pytest.approx(0.1788, rel=0.01)
+    # within 2%: without the step scheduled ahead (5%) or the request cost (62%) the hand would miss
+    assert row["ttft_s"] == pytest.approx(ttft, rel=0.02) and ttft == pytest.approx(0.1118, rel=0.01)
     tpot = (1 - phi) * decode_step_8b_h100(m + 1) + phi * mixed
     assert row["tpot_s"] == pytest.approx(tpot, rel=0.02)
     assert row["batch"] == pytest.approx(1 * (row["ttft_s"] + 199 * row["tpot_s"])) and row["batch"] < 2

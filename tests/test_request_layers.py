@@ -6,7 +6,7 @@ import pytest
 
 from roofline import load_hardware, load_model
 from roofline.deployment import Deployment
-from roofline.engine import Engine
+from roofline.engine import Engine, load_engine
 from roofline.model import DECODE, PREFILL
 from roofline.serving.batching import StepCost, Workload, simulate_continuous
 from roofline.serving.load import LoadModel, Policy
@@ -49,3 +49,10 @@ def test_a_dispatch_past_ten_milliseconds_a_layer_is_refused_as_unphysical():
     with pytest.raises(ValueError, match="request_layer_overhead_s"):
         replace(FLAT, request_layer_overhead_s=0.02)
 
+
+def test_the_tensorrt_llm_1_profile_fits_it_from_a_sourced_prior_within_its_bounds():
+    engine = load_engine("tensorrt-llm-1")
+    assert "request_layer_overhead_s" in engine.fit and "PR #1166" in engine.prior_sources["request_layer_overhead_s"]
+    # the fitted dispatch: a millisecond or two a layer, as the floor over its rows' layers says (32: ~0-30 ms, 94:
+    # 120-200 ms); a request's own cost back to a front end's few ms
+    assert 0.5e-3 < engine.request_layer_overhead_s < 5e-3 and engine.request_overhead_s < 0.02
