@@ -15,7 +15,8 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
   read a GQA group's shared K/V again (once per group, or once per query head);
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
 - its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host), per running
-  sequence per step (the scheduler's work for each request) and per request (tokenizing: paid once, in TTFT);
+  sequence per step (the scheduler's work for each request) and per request (tokenizing, and the host dispatching
+  its prompt's first pass layer by layer: paid once, in TTFT);
 - the latency of one of its all-reduces (tensor parallelism: two a layer) over 2 GPUs, and what each doubling of
   the group adds to it.
 

@@ -65,7 +65,7 @@ def evaluate(d: Deployment, batch, prompt, gen, e2e: bool = True, prefill: bool 
         pre = d.step(PREFILL, batch, prompt)
         out.update({"prefill_flops": total(op[0] for op in pre.components),
                     "prefill_bytes": total(sum(op[1:]) for op in pre.components),
-                    # the engine's per-request cost (tokenizing, scheduling) is paid once, before the first token
+                    # the engine's per-request cost (tokenizing, the first pass's dispatch) is paid once, before the first token
                     "ttft_s": pre.total_s + d.request_s, "prefill_no_overlap_s": pre.no_overlap_s,
                     "prefill_bound": pre.bound})
         out["prefill_intensity"] = out["prefill_flops"] / out["prefill_bytes"]
