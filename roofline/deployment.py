@@ -162,9 +162,14 @@ class Deployment:
     @property
     def request_s(self) -> float:
         """What the engine spends on one request, once, in its TTFT and beside the steps: its request cost, and its
-        host's dispatch of the prompt's first pass for each of the model's layers (a pipeline's stages dispatch
-        theirs one after another, so all the layers count)."""
-        return self.engine.request_overhead_s + self.config.n_layers * self.engine.request_layer_overhead_s
+        host's dispatch of the prompt's first pass, each op of the model's graph (`prefill_ops`) in turn."""
+        return self.engine.request_overhead_s + self.prefill_ops * self.engine.request_op_overhead_s
+
+    @property
+    def prefill_ops(self) -> int:
+        """The ops a prompt's pass dispatches: every row of the prefill graph, once per layer it runs in (a pipeline's
+        stages dispatch theirs one after another, and a tensor-parallel GPU runs every layer, so all count)."""
+        return int(sum(self.compiled.prefill.counts))
 
     @cached_property
     def local(self) -> ModelConfig:

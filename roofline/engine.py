@@ -16,7 +16,7 @@ An engine turns the ideal roofline into its own estimate through terms a reader 
 - how sharply its kernels turn the roofline's corner (compute and memory overlapped, or not);
 - its fixed cost per layer (kernels a layer x the latency of a launch), per step (the host), per running
   sequence per step (the scheduler's work for each request) and per request (tokenizing, and the host dispatching
-  its prompt's first pass layer by layer: paid once, in TTFT);
+  its prompt's first pass op by op: paid once, in TTFT);
 - the latency of one of its all-reduces (tensor parallelism: two a layer) over 2 GPUs, and what each doubling of
   the group adds to it.
 
@@ -89,12 +89,15 @@ PARAMETERS = {
     "sequence_overhead_s": ("s", 0.0, 1e-3, "per running sequence per step: host work the scheduler does for each "
                             "request in the step"),
     "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
-    # A prompt's first pass runs outside the CUDA graphs a decode step replays: the host dispatches each layer's
-    # kernels one by one, in Python, and the request's first token waits for it. NVIDIA's AIConfigurator prices
-    # it as 0.8 ms a layer on vLLM, "CPU-side Python dispatch across all layers", once a request, in TTFT
-    # (github:ai-dynamo/aiconfigurator PR #1166, vllm_backend._prefill_dispatch_overhead_ms). 10 ms a layer: a typo.
-    "request_layer_overhead_s": ("s", 0.0, 1e-2, "per request per layer, once, in TTFT: the host dispatching its "
-                                 "prompt's first pass layer by layer, beside the graphed steps"),
+    # A prompt's first pass runs outside the CUDA graphs a decode step replays: the host dispatches its ops' kernels
+    # one by one, in Python, and the request's first token waits for it. NVIDIA's AIConfigurator prices it as 0.8 ms
+    # a layer on vLLM, "CPU-side Python dispatch across all layers", once a request, in TTFT (github:ai-dynamo/
+    # aiconfigurator PR #1166, vllm_backend._prefill_dispatch_overhead_ms): ~0.1 ms an op of a Llama layer's 8.
+    # Counted by op, not by layer: a MoE layer (router, top-k, the experts' chain) or an MLA one dispatches more than
+    # a dense one, and the floors TensorRT-LLM's rows show follow the ops (README, "A prompt's first pass"). 1 ms an
+    # op (8 ms a Llama layer, ten times AIConfigurator's) is a typo.
+    "request_op_overhead_s": ("s", 0.0, 1e-3, "per request per op of the model's graph, once, in TTFT: the host "
+                              "dispatching its prompt's first pass op by op, beside the graphed steps"),
     # Disaggregated serving only: what a request's move from a prefill worker to a decode worker costs beyond its
     # KV bytes on the link (routing to two workers, the transfer's setup and completion handshake, the decode
     # worker's admission); pinned by TTFT at low load, where no queue hides it. 10 s: no working handoff nears it.
@@ -119,7 +122,7 @@ PARAMETERS = {
 # dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2; routed experts streaming and computing as fast
 # as the dense weights, and no MoE layer floor.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "request_layer_overhead_s",
+            "sequence_overhead_s", "request_op_overhead_s",
             "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
             "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
@@ -168,7 +171,7 @@ class Engine:
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
     request_overhead_s: float = 0.0
-    request_layer_overhead_s: float = 0.0  # per request per layer, once (Deployment.request_s)
+    request_op_overhead_s: float = 0.0  # per request per op of the model's graph, once (Deployment.request_s)
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     allreduce_doubling_s: float = 0.0  # added to the all-reduce latency per doubling of the group past 2 GPUs

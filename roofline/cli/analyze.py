@@ -292,8 +292,8 @@ def _engine_text(engine) -> str:
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"
     sequence = f"{fmt_seconds(engine.sequence_overhead_s)} a running sequence a step, " if engine.sequence_overhead_s else ""
-    if engine.request_layer_overhead_s:
-        latency = f" + {fmt_seconds(engine.request_layer_overhead_s)} a layer (its prompt's first pass){latency}"
+    if engine.request_op_overhead_s:
+        latency = f" + {fmt_seconds(engine.request_op_overhead_s)} an op (its prompt's first pass){latency}"
     return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
             f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "
             f"{fmt_seconds(engine.layer_overhead_s)} a layer, {fmt_seconds(engine.step_overhead_s)} a step, {sequence}"

@@ -21,7 +21,7 @@ from .least_squares import Fitted, Pinning, fit, get, with_values
 from .published import Row, errors
 
 # The routed experts' own terms: only rows of a model with routed experts move them.
-REQUEST_PARAMETERS = ("request_overhead_s", "request_layer_overhead_s")  # paid once a request, in TTFT alone
+REQUEST_PARAMETERS = ("request_overhead_s", "request_op_overhead_s")  # paid once a request, in TTFT alone
 EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
                      "expert_slice_half_columns")
 

@@ -40,7 +40,7 @@ TERMS = (("kernel roofs", ("roofs",)),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
          ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
          ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
-NOT_IN_DECODE = ("request_overhead_s", "request_layer_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
+NOT_IN_DECODE = ("request_overhead_s", "request_op_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
 
 
 def decode_gap(deployment: Deployment, batch: int, prompt: int) -> pd.Series:

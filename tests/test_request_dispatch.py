@@ -1,0 +1,70 @@
+"""A request's first pass dispatched op by op: paid once, in TTFT, beside the steps (Deployment.request_s)."""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from roofline import load_hardware, load_model
+from roofline.deployment import Deployment
+from roofline.cli.serving_fit import PLAUSIBLE_REQUEST_S
+from roofline.engine import Engine, load_engine
+from roofline.model import DECODE, PREFILL
+from roofline.serving.batching import StepCost, Workload, simulate_continuous
+from roofline.serving.load import LoadModel, Policy
+
+MODEL, H100 = load_model("llama-3.1-8b"), load_hardware("h100-sxm")  # 32 layers
+# Llama-3.1-8B's prefill graph: 8 ops a layer (two norms, QKV, attention, O, gate-up, SiLU, down) x 32, the
+# embedding, the final norm and the head
+LLAMA_8B_OPS = 8 * 32 + 3
+FLAT = Engine(name="flat", bandwidth_efficiency=0.8, flops_efficiency=0.6, request_overhead_s=0.004)
+DISPATCHED = replace(FLAT, name="dispatched", request_op_overhead_s=0.0002)
+
+
+def test_the_request_cost_is_the_flat_cost_and_one_dispatch_an_op_whatever_the_split():
+    assert Deployment(MODEL, H100, engine=DISPATCHED).prefill_ops == LLAMA_8B_OPS
+    assert Deployment(MODEL, H100, engine=DISPATCHED).request_s == pytest.approx(0.004 + LLAMA_8B_OPS * 0.0002)
+    # a pipeline's two stages dispatch their 16 layers' ops each, one after the other; a tensor-parallel GPU all 32
+    assert Deployment(MODEL, H100, engine=DISPATCHED, tp=2, pp=2).prefill_ops == LLAMA_8B_OPS
+    assert Deployment(load_model("llama-3.1-70b"), H100, engine=DISPATCHED, tp=8).prefill_ops == 8 * 80 + 3
+
+
+def test_a_moe_layer_dispatches_more_ops_than_a_dense_one():
+    """Qwen3's layers add two norms (q_norm, k_norm); its MoE layers a router, top-k and the experts' three ops in place
+    of the MLP's three: 12 a layer against Llama's 8."""
+    dense = Deployment(load_model("qwen3-32b"), H100, engine=DISPATCHED)
+    moe = Deployment(load_model("qwen3-235b-a22b"), H100, engine=DISPATCHED, tp=8)
+    assert dense.prefill_ops == 10 * 64 + 3 and moe.prefill_ops == 12 * 94 + 3
+
+
+def test_at_a_vanishing_rate_it_adds_to_ttft_alone_and_leaves_the_steps_as_they_were():
+    flat, dispatched = (LoadModel(Deployment(MODEL, H100, engine=e), 900, 64, Policy(token_budget=2048))
+                     for e in (FLAT, DISPATCHED))
+    a, b = flat.at_rate([1e-6]), dispatched.at_rate([1e-6])
+    assert float(b["ttft_s"][0] - a["ttft_s"][0]) == pytest.approx(LLAMA_8B_OPS * 0.0002, rel=1e-3)
+    assert float(b["tpot_s"][0]) == pytest.approx(float(a["tpot_s"][0]), rel=1e-9)
+    d = Deployment(MODEL, H100, engine=DISPATCHED)
+    lone = float(d.step(PREFILL, 1.0, 900.0).total_s) + 0.004 + LLAMA_8B_OPS * 0.0002
+    decode = float(d.step(DECODE, 1.0, 900 + 32).total_s)
+    assert float(b["ttft_s"][0]) == pytest.approx(lone + decode / 2, rel=0.01)  # + half a step in progress
+
+
+def test_the_simulator_pays_it_once_a_request_as_the_load_model_does():
+    d = Deployment(MODEL, H100, engine=DISPATCHED)
+    arrivals = np.arange(20) * 1.0  # one a second: nothing queues
+    work = Workload(arrivals, np.full(20, 900), np.full(20, 8))
+    out = simulate_continuous(work, StepCost(d), 8, chunk_tokens=2048, request_overhead_s=d.request_s)
+    prefill = float(d.step(PREFILL, 1.0, 900.0).total_s)
+    assert np.allclose(out.ttft_s, prefill + d.request_s, rtol=1e-9)  # alone: its prompt's step and the dispatch
+
+
+def test_a_dispatch_past_a_millisecond_an_op_is_refused_as_unphysical():
+    with pytest.raises(ValueError, match="request_op_overhead_s"):
+        replace(FLAT, request_op_overhead_s=0.002)
+
+
+def test_the_tensorrt_llm_1_profile_fits_it_from_a_sourced_prior_within_its_bounds():
+    engine = load_engine("tensorrt-llm-1")
+    assert "request_op_overhead_s" in engine.fit and "PR #1166" in engine.prior_sources["request_op_overhead_s"]
+    # the fitted dispatch: a tenth of a millisecond or two an op, as the floors over its rows' graphs say (Llama-3.1-8B's
+    # 259 ops: ~0-30 ms; Qwen3-235B's 1131: 120-200 ms); a request's own cost a front end's few ms
+    assert 0.05e-3 < engine.request_op_overhead_s < 0.5e-3 and engine.request_overhead_s < PLAUSIBLE_REQUEST_S
