@@ -185,8 +185,8 @@ def test_a_fit_below_what_any_kernel_or_request_shows_is_named():
     assert "0.16" in low["attention_flops_efficiency"][1] and "fix:" in low["attention_flops_efficiency"][1]
     assert implausible(replace(vllm, attention_flops_efficiency=0.54, request_overhead_s=0.005), fitted) == {}
     assert implausible(replace(vllm, attention_flops_efficiency=0.16, request_overhead_s=0.005), []) == {}
-    # TensorRT-LLM 1.x's request cost as fitted before its first pass was dispatched layer by layer (142 ms) stood in
-    # for a TTFT floor: over the 20 ms a request's own work takes; its refit with the dispatch (2.6 ms) is not flagged
+    # TensorRT-LLM 1.x's request cost as fitted before its first pass was dispatched (142 ms) stood in for a TTFT
+    # floor: over the 20 ms a request's own work takes; its refit with the dispatch (12 ms) is not flagged
     assert "request_overhead_s" not in implausible(load_engine("tensorrt-llm-1"), fitted)
     trtllm = replace(load_engine("tensorrt-llm-1"), request_overhead_s=0.142)
     assert f"{trtllm.request_overhead_s * 1e3:.0f} ms" in implausible(trtllm, fitted)["request_overhead_s"][1]
