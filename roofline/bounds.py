@@ -41,11 +41,14 @@ class Roofs:
     # Constant-state scans (ops.STATE_MATMUL) run at attention's roofs, but an engine's GQA re-reads
     # (Engine.gqa_rereads) slow only softmax attention: None, attention's bandwidth.
     state_bandwidth: float | None = None
+    # Per op, each dense weight GEMM's own FLOP/s where its shape sets its rate (Engine.gemm_shape: the narrow
+    # slices of high tp run below the profiled shapes); None: weight_matmul_flops for every one.
+    weight_matmul_flops_by_op: tuple | None = None
 
     @classmethod
     def of(cls, hw: Hardware, precision: Precision, engine: Engine = IDEAL, group: int = 1,
            bandwidth: float | None = None, peak_flops: dict | None = None, tokens=None, expert_tokens=None,
-           kv_bytes=None, expert_columns: float | None = None) -> Roofs:
+           kv_bytes=None, expert_columns: float | None = None, gemm_shapes: tuple = ()) -> Roofs:
         """The roofs `engine` reaches on `hw` for these formats; `group` query heads share a K/V head.
 
         bandwidth, peak_flops: measured ceilings standing in for the datasheet's (numbers or arrays).
@@ -57,6 +60,8 @@ class Roofs:
         None: the curves' last points.
         expert_columns: the columns of each routed expert a GPU computes (Deployment.expert_columns), which its
         grouped GEMMs' rate depends on (Engine.expert_slice_share); None: wide slices.
+        gemm_shapes: per op, a dense weight GEMM's (K, N) on one GPU (CompiledPhase.gemm_shapes), whose rate follows
+        the engine's Engine.gemm_shape, capped at the datasheet; (): every GEMM at the engine's one rate.
         """
         bandwidth = hw.memory_bandwidth if bandwidth is None else bandwidth
 
@@ -64,7 +69,7 @@ class Roofs:
             return hw.peak(dtype) if peak_flops is None else peak_flops[dtype]
         if engine.roofs == KERNEL:
             return cls._on_kernel_roofs(hw, precision, engine, group, bandwidth, peak, tokens, expert_tokens, kv_bytes,
-                                        engine.expert_slice_share(expert_columns))
+                                        engine.expert_slice_share(expert_columns), gemm_shapes)
         weights = engine.weight_bandwidth_efficiency(precision.weights)
         experts = engine.expert_weight_bandwidth_efficiency(precision.expert_format)
         attention = engine.kv_attention_efficiency(precision.kv) / engine.kv_reads(group)
@@ -73,6 +78,8 @@ class Roofs:
         # the routed experts' grouped GEMMs keep their own share by format, not the dense GEMMs' by dtype
         own_expert_flops = (expert_dtype != weight_dtype or expert_gemms != 1.0
                             or engine.gemm_share(weight_dtype) != 1.0)
+        by_op = _by_shape(engine, weight_dtype, gemm_shapes,
+                          lambda share: peak(weight_dtype) * min(1.0, engine.gemm_efficiency(weight_dtype) * share))
         return cls(bandwidth * weights,
                    peak(weight_dtype) * engine.gemm_efficiency(weight_dtype),
                    peak(precision.attention_matmul_dtype) * engine.attention_flops_efficiency,
@@ -83,13 +90,14 @@ class Roofs:
                    bandwidth * experts if experts != weights else None,
                    # constant-state scans read no KV cache: attention's own efficiency, without re-reads or the cache's share
                    bandwidth * engine.attention_bandwidth_efficiency
-                   if attention != engine.attention_bandwidth_efficiency else None)
+                   if attention != engine.attention_bandwidth_efficiency else None, by_op)
 
     @classmethod
     def _on_kernel_roofs(cls, hw: Hardware, precision: Precision, engine: Engine, group: int, bandwidth, peak,
-                         tokens, expert_tokens, kv_bytes, expert_slice: float = 1.0) -> Roofs:
+                         tokens, expert_tokens, kv_bytes, expert_slice: float = 1.0, gemm_shapes: tuple = ()) -> Roofs:
         """Each roof = datasheet x the device's kernel roof for the dtype run x the engine's factor, capped at the
-        datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points."""
+        datasheet. Every roof is set (the per-op fields too): they may be arrays over the step's points. A dense
+        GEMM whose shape the engine prices (Engine.gemm_shape) gets its own roof, its shape's share inside the cap."""
         def gemm(dtype, rows, share):  # the units that run it: the peak's own fallback (an A100's fp8: bf16)
             return np.minimum(1.0, curve(hw, "gemm", hw.peak_dtype(dtype))(rows) * engine.flops_efficiency * share)
 
@@ -100,18 +108,24 @@ class Roofs:
         decode = np.minimum(1.0, curve(hw, "decode_attention", precision.kv)(kv_bytes)
                             * engine.kv_attention_efficiency(precision.kv))
         weight_dtype, expert_dtype = precision.weight_matmul_dtype, precision.expert_matmul_dtype
+        by_op = _by_shape(engine, weight_dtype, gemm_shapes,
+                          lambda share: peak(weight_dtype) * gemm(weight_dtype, tokens, engine.gemm_share(weight_dtype) * share))
         return cls(bandwidth * stream(precision.weights),
                    peak(weight_dtype) * gemm(weight_dtype, tokens, engine.gemm_share(weight_dtype)),
                    peak(attention_dtype) * min(1.0, prefill), engine.corner,
                    bandwidth * decode / engine.kv_reads(group), engine.attention_corner,
                    peak(expert_dtype) * gemm(expert_dtype, expert_tokens,
                                              engine.expert_gemm_efficiency(precision.expert_format) * expert_slice),
-                   bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode)
+                   bandwidth * stream(precision.expert_format) * engine.expert_bandwidth_efficiency, bandwidth * decode,
+                   by_op)
 
     def peaks(self, matmul_kinds: tuple) -> list:
         experts = self.weight_matmul_flops if self.expert_matmul_flops is None else self.expert_matmul_flops
         table = {WEIGHT_MATMUL: self.weight_matmul_flops, ATTENTION_MATMUL: self.attention_matmul_flops,
                  EXPERT_MATMUL: experts, STATE_MATMUL: self.attention_matmul_flops}
+        if self.weight_matmul_flops_by_op is not None:  # each dense GEMM at its own shape's rate
+            return [own if kind == WEIGHT_MATMUL else table.get(kind, np.inf)
+                    for kind, own in zip(matmul_kinds, self.weight_matmul_flops_by_op, strict=True)]
         return [table.get(kind, np.inf) for kind in matmul_kinds]
 
     def bandwidths(self, matmul_kinds: tuple):
@@ -130,6 +144,15 @@ class Roofs:
         table = {ATTENTION_MATMUL: attention, STATE_MATMUL: attention if state_value is None else state_value,
                  EXPERT_MATMUL: value if expert_value is None else expert_value}
         return [table.get(kind, value) for kind in matmul_kinds]
+
+
+def _by_shape(engine: Engine, dtype: str, gemm_shapes: tuple, rate) -> tuple | None:
+    """Per op, `rate(share)` at each dense GEMM's shape share (Engine.gemm_shape); None where every share is 1."""
+    shares = [engine.gemm_shape.share(dtype, shape) for shape in gemm_shapes]
+    if all(share == 1.0 for share in shares):
+        return None
+    rates = {share: rate(share) for share in set(shares)}
+    return tuple(rates[share] for share in shares)
 
 
 @dataclass(frozen=True)

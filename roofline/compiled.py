@@ -31,6 +31,7 @@ class CompiledPhase:
     counts: tuple  # per op: how many times it runs per step (its layer count)
     function: object  # (B, S, b_w, b_a, b_kv, b_e) -> list of len(ops) * len(COMPONENTS) arrays
     reads_context: tuple = ()  # per op: whether its cost depends on the keys cached (attention)
+    gemm_shapes: tuple = ()  # per op: a weight GEMM's (K depth, N columns) on one GPU, else None (gemm_shape)
 
     @property
     def names(self) -> tuple:
@@ -70,9 +71,18 @@ def _lambdify(placed: list[PlacedOp], args: tuple):
     return sp.lambdify(args, exprs, modules="numpy", cse=True)
 
 
+def gemm_shape(p: PlacedOp) -> tuple[float, float] | None:
+    """A weight GEMM's (K, N) once the config's numbers are in: what its kernel's rate depends on besides M."""
+    if p.op.matmul != WEIGHT_MATMUL or len(p.op.shape) != 2:
+        return None
+    depth, columns = (sp.sympify(x) for x in p.op.shape)
+    return (float(depth), float(columns)) if depth.is_number and columns.is_number else None
+
+
 def _compile(placed: list[PlacedOp], phase: str) -> CompiledPhase:
     return CompiledPhase(phase, tuple(p.op_name for p in placed), tuple(p.op.matmul for p in placed),
-                         tuple(p.count for p in placed), _lambdify(placed, ARGS), tuple(reads_context(p) for p in placed))
+                         tuple(p.count for p in placed), _lambdify(placed, ARGS), tuple(reads_context(p) for p in placed),
+                         tuple(gemm_shape(p) for p in placed))
 
 
 def per_sequence(p: PlacedOp) -> bool:
@@ -94,13 +104,14 @@ class QueriesModel:
     matmul: tuple
     counts: tuple
     context_dependent: tuple  # per op: whether its cost depends on S (attention) or only on tokens
+    gemm_shapes: tuple = ()  # per op: a weight GEMM's (K, N), else None
 
     def phase(self, queries) -> CompiledPhase:
         """A compiled phase whose steps process `queries` tokens per sequence (scalar or array)."""
         label = f"T={queries}" if np.ndim(queries) == 0 else f"T=({np.size(queries)} values)"  # printing an array is slow
         return CompiledPhase(label, self.ops, self.matmul, self.counts,
                              lambda batch, context, *widths: self.function(batch, context, *widths, queries),
-                             self.context_dependent)
+                             self.context_dependent, self.gemm_shapes)
 
 
 @lru_cache(maxsize=32)
@@ -108,7 +119,7 @@ def compile_queries(config: ModelConfig, options: Options = Options()) -> Querie
     placed = phase_ops(config, options, QUERIES)
     return QueriesModel(_lambdify(placed, ARGS + (T,)), tuple(p.op_name for p in placed),
                         tuple(p.op.matmul for p in placed), tuple(p.count for p in placed),
-                        tuple(reads_context(p) for p in placed))
+                        tuple(reads_context(p) for p in placed), tuple(gemm_shape(p) for p in placed))
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from .ops import ATTENTION_MATMUL
 from .compiled import CompiledModel, CompiledPhase, compile_model, compile_queries
 from .models.config import MOE, ModelConfig, load_model
 from .engine import IDEAL, KERNEL, Engine, load_engine
+from .gemm_shape import NO_SHAPE
 from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
                     routed_parameter_count)
@@ -198,7 +199,7 @@ class Deployment:
         roofs, at the curves' last points (large GEMMs, long reads): a step prices through `roofs_for`."""
         return self._roofs()
 
-    def _roofs(self, tokens=None, kv_bytes=None) -> Roofs:
+    def _roofs(self, tokens=None, kv_bytes=None, gemm_shapes: tuple = ()) -> Roofs:
         group = self.config.n_heads // self.config.n_kv_heads if self.config.has_kv_heads else 1
         measured = self.ceilings
         # a routed expert's GEMM sees top_k / E of the tokens (uniform routing)
@@ -207,13 +208,24 @@ class Deployment:
         return Roofs.of(self.hardware, self.precision, self.engine, group,
                         None if measured is None else measured.bandwidth, None if measured is None else measured.peak_flops,
                         tokens=tokens, expert_tokens=experts, kv_bytes=kv_bytes,
-                        expert_columns=self.expert_columns)
+                        expert_columns=self.expert_columns, gemm_shapes=gemm_shapes)
+
+    @cached_property
+    def _shaped_roofs(self) -> dict:
+        """gemm_shapes -> the roofs of a phase whose dense GEMMs run at their shapes' rates (datasheet engines)."""
+        return {}
 
     def roofs_for(self, compiled: CompiledPhase, components, tokens) -> Roofs:
         """The roofs of one step: an engine on kernel roofs reaches its GEMMs' roof at the step's `tokens` rows and
-        its attention's at the K/V bytes one layer's attention reads; any other engine's roofs are `roofs`."""
+        its attention's at the K/V bytes one layer's attention reads; any other engine's roofs are `roofs`, each dense
+        GEMM at its shape's rate where the engine states one (Engine.gemm_shape)."""
         if self.engine.roofs != KERNEL:
-            return self.roofs
+            if self.engine.gemm_shape == NO_SHAPE:
+                return self.roofs
+            shapes = compiled.gemm_shapes
+            if shapes not in self._shaped_roofs:
+                self._shaped_roofs[shapes] = self._roofs(gemm_shapes=shapes)
+            return self._shaped_roofs[shapes]
         rows = [i for i, kind in enumerate(compiled.matmul) if kind == ATTENTION_MATMUL]
         kv_bytes = None
         if rows and isinstance(components, np.ndarray):
@@ -223,7 +235,7 @@ class Deployment:
         tokens = None if tokens is None else np.asarray(tokens, dtype=float)
         if isinstance(components, np.ndarray) and components.ndim == 2:  # one point (ops, counts): scalar roofs
             tokens = None if tokens is None else float(np.ravel(tokens)[0])
-        return self._roofs(tokens, kv_bytes)
+        return self._roofs(tokens, kv_bytes, compiled.gemm_shapes)
 
     @property
     def link_latency_assumed(self) -> bool:

@@ -3,7 +3,8 @@
 One concept for every achievable roof: a serving engine fitted to published rows (`roofline fit-engine`)
 and this project's own harness fitted to its measurements (`roofline fit`) both write one of these.
 An engine turns the ideal roofline into its own estimate through terms a reader can check:
-- the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach;
+- the fraction of the device's bandwidth its weight GEMVs stream at, and of its peak its GEMMs reach, and how that
+  rate falls as a GEMM narrows or shallows (a tp slice: roofline.gemm_shape, read off a profile of its kernels);
 - how much slower its dequantizing GEMVs stream each quantized weight format (int8, int4, q4_0, ...);
 - how much slower its MoE grouped GEMMs stream the routed experts' weights than its dense GEMVs (a few tokens
   an expert over many small weight slices), and how far below its dense GEMMs' FLOP/s they compute at prefill
@@ -41,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 
 
+from .gemm_shape import NO_SHAPE, GemmShape, gemm_shape_from_document
 from .hardware import DATA_DIR, bundled_hardware
 from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
 from .scheduler import DEFAULT_SCHEDULER, Scheduler, scheduler_from_document
@@ -152,7 +154,7 @@ FORMAT_SHARES = {QUANTIZED: (QUANTIZED, "of bandwidth_efficiency a {} GEMV strea
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
                  "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT, KV_ATTENTION_BY_FORMAT,
-                 FLOPS_BY_DTYPE)
+                 FLOPS_BY_DTYPE, "gemm_shape")
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -196,6 +198,7 @@ class Engine:
     memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
     scheduler: Scheduler = DEFAULT_SCHEDULER  # its default token budget and running cap (roofline.scheduler)
     roofs: str = DATASHEET  # the efficiencies' reference: the datasheet's roofs, or the device's kernel roofs
+    gemm_shape: GemmShape = NO_SHAPE  # its dense GEMMs' rate against their shape (kernel roofs only); not fitted
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.format_shares(),
@@ -299,6 +302,8 @@ class Engine:
             document["memory"] = self.memory.as_document()
         if self.scheduler != DEFAULT_SCHEDULER:
             document["scheduler"] = self.scheduler.as_document()
+        if self.gemm_shape != NO_SHAPE:
+            document["gemm_shape"] = self.gemm_shape.as_document()
         return document
 
 
@@ -438,7 +443,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
                   prior_sources={str(k): str(v) for k, v in sources.items()}, hardware=hardware,
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
                   memory=memory_from_document(raw.get("memory"), who),
-                  scheduler=scheduler_from_document(raw.get("scheduler"), who), roofs=roofs, **values)
+                  scheduler=scheduler_from_document(raw.get("scheduler"), who), roofs=roofs,
+                  gemm_shape=gemm_shape_from_document(raw.get("gemm_shape"), who), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

@@ -143,7 +143,7 @@ def reshaped(ops: list[o.Op], shares) -> list[o.Op]:
     heads, kv_heads, width = (sp.Rational(share.numerator, share.denominator) for share in map(parse_share, shares))
     values = {N: N * heads, K: K * kv_heads if kv_heads >= 1 else sp.Max(K * kv_heads, 1), H: H * width, Hv: Hv * width}
     bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
-    return [o.Op(op.name, op.cost.map(bind), bind(op.params), op.matmul, bind(op.state)) for op in ops]
+    return [op.map(bind) for op in ops]
 
 
 def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
@@ -243,9 +243,7 @@ def phase_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECOD
     (and T for QUERIES)."""
     values = {**dimensions(cfg), **phase_substitution(phase)}
     bind = lambda expr: sp.sympify(expr).xreplace(values)  # noqa: E731
-    return [PlacedOp(p.group, o.Op(p.op.name, p.op.cost.map(bind), bind(p.op.params), p.op.matmul, bind(p.op.state)),
-                     p.count, p.window, p.chunked)
-            for p in symbolic_ops(cfg, options, phase)]
+    return [PlacedOp(p.group, p.op.map(bind), p.count, p.window, p.chunked) for p in symbolic_ops(cfg, options, phase)]
 
 
 def total(placed: list[PlacedOp]) -> Cost:

@@ -29,6 +29,14 @@ class Op:
     params: sp.Expr = ZERO  # weight elements this op owns
     matmul: str = NO_MATMUL  # which precision pair the matmul runs in
     state: sp.Expr = ZERO  # bytes per sequence kept between steps whatever S (constant-state mixers' cache)
+    # A weight GEMM's (d_in, d_out): the depth K it reduces over and the columns N it writes, on which its kernel's
+    # rate depends (roofline.gemm_shape); () for every other op.
+    shape: tuple = ()
+
+    def map(self, bind) -> Op:
+        """This op with `bind` applied to every expression it holds (a config's numbers put in its letters)."""
+        return Op(self.name, self.cost.map(bind), bind(self.params), self.matmul, bind(self.state),
+                  tuple(bind(x) for x in self.shape))
 
 
 def tokens() -> sp.Expr:
@@ -52,7 +60,7 @@ def linear(name, d_in, d_out, bias=False, n=None, kv_out=ZERO, copies=1, copies_
         act_read=b_a * n * d_in,                 # read X
         act_write=b_a * n * (d_out - kv_out),    # write Y
         kv_write=b_kv * n * kv_out,              # write new K/V into the cache
-    ), params, matmul)
+    ), params, matmul, shape=(d_in, d_out))
 
 
 def norm(name, width, layer_norm=False, n=None) -> Op:
@@ -306,7 +314,7 @@ def lm_head(tied=False, logits_tokens=None) -> Op:
     """logits (n_out, V) = X (n_out, D) @ W_emb^T: n_out = B for the last token only, B*T for all."""
     n_out = B if logits_tokens is None else logits_tokens
     op = linear("lm_head", D, V, n=n_out)
-    return Op(op.name, op.cost, ZERO if tied else op.params, WEIGHT_MATMUL)
+    return Op(op.name, op.cost, ZERO if tied else op.params, WEIGHT_MATMUL, shape=op.shape)
 
 
 def position_embedding() -> Op:

@@ -288,6 +288,8 @@ def _engine_text(engine) -> str:
         quantized += f", {fmt_seconds(engine.expert_layer_overhead_s)} a MoE layer"
     if engine.expert_slice_half_columns:
         quantized += f", expert slices {engine.expert_slice_half_columns:.0f} columns wide at half rate"
+    quantized += "".join(f", {dtype} GEMMs at half rate {n:.0f} columns wide or {k:.0f} deep"
+                         for dtype, (k, n) in engine.gemm_shape.halves.items())
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"
