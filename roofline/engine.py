@@ -198,7 +198,7 @@ class Engine:
     memory: KvMemory = IDEAL_MEMORY  # how it sizes its KV pool (roofline.kv_memory); not fitted
     scheduler: Scheduler = DEFAULT_SCHEDULER  # its default token budget and running cap (roofline.scheduler)
     roofs: str = DATASHEET  # the efficiencies' reference: the datasheet's roofs, or the device's kernel roofs
-    gemm_shape: GemmShape = NO_SHAPE  # its dense GEMMs' rate against their shape (kernel roofs only); not fitted
+    gemm_shape: GemmShape = NO_SHAPE  # its dense GEMMs' rate against their shape (either roofs); not fitted
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.format_shares(),

@@ -49,11 +49,6 @@ def test_the_halves_reproduce_the_profiled_shapes(dtype, profiled, within):
             assert modelled == pytest.approx(fraction / reference, rel=0.06), shape
 
 
-def test_fp8_needs_ten_times_the_width_of_bf16():
-    (k16, n16), (k8, n8) = TRTLLM.halves["bf16"], TRTLLM.halves["fp8"]
-    assert n8 / n16 == pytest.approx(10.5, rel=0.1) and k8 / k16 == pytest.approx(2.6, rel=0.1)
-
-
 def test_the_share_is_one_at_the_shapes_the_kernel_roof_was_profiled_at():
     """FLOPs over summed time of the three profiled shapes, each at its own share: exactly the profiled rate."""
     flops = [k * n for k, n in PROFILED_SHAPES]
