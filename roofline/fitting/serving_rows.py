@@ -13,7 +13,8 @@ scale per 128 x 128 block (4/16384 of a byte a weight, left out, as checkpoint_f
 fp8 scale per 16 (4.5 bits, precision.py); Hopper has no FP4 tensor core, so its GEMMs dequantize and run in the
 16-bit activations' dtype, as every weight-only format here (only gpt-oss carries the label, and its checkpoint
 ships MXFP4, priced so). The KV cache is the launch script's where it is public (roofline.fitting.launches: the
-InferenceX rows), else 16-bit (the rows do not say). fp8 rows are W8A8: their GEMMs run at
+InferenceX rows), else 16-bit (the rows do not say), but for TensorRT-LLM's per-tensor fp8 rows of a 16-bit
+checkpoint (`fp8_kv_checkpoint`): their KV cache is fp8. fp8 rows are W8A8: their GEMMs run at
 the fp8 peak (published_serving._deployment sets the activations; int4 and nvfp4 on Hopper stay weight-only).
 Layout: a worker spans tp x dp GPUs (tp_size x attention_dp_size), which for a MoE equals moe_tp x moe_ep
 (AIConfigurator's rule, aiconfigurator_core/sdk/config.py ModelConfig.resolve_moe_parallelism). A blank dp with
@@ -124,7 +125,7 @@ def _seconds(raw: dict, name: str) -> float:
 
 
 def formats(raw: dict, model: str) -> Precision | None:
-    """The row's weight and expert formats (the checkpoint's as shipped, else its quant modes'), None when a
+    """The row's weight, expert and KV formats (the checkpoint's as shipped, else its quant modes'), None when a
     quant mode is outside QUANT_FORMATS."""
     gemm, moe = ((raw.get(k) or "").strip() for k in ("gemm_quant_mode", "moe_quant_mode"))
     if gemm not in QUANT_FORMATS or moe not in QUANT_FORMATS:
@@ -134,7 +135,23 @@ def formats(raw: dict, model: str) -> Precision | None:
         return shipped
     has_experts = MOE in load_model(model).layer_mlp
     experts = QUANT_FORMATS[moe] if has_experts and QUANT_FORMATS[moe] != QUANT_FORMATS[gemm] else None
-    return Precision(weights=QUANT_FORMATS[gemm], experts=experts)
+    kv = "fp8" if fp8_kv_checkpoint(raw) else "bf16"
+    return Precision(weights=QUANT_FORMATS[gemm], experts=experts, kv=kv)
+
+
+def fp8_kv_checkpoint(raw: dict) -> bool:
+    """Whether the row's engine ran an fp8 KV cache its launch did not state: TensorRT-LLM with per-tensor fp8
+    GEMMs on a model published in 16 bits. It runs such a model as a pre-quantized Model Optimizer checkpoint (its
+    quantization guide: "TensorRT LLM can directly run pre-quantized models generated with the NVIDIA Model
+    Optimizer"), and `KvCacheConfig.dtype` 'auto' (the default) takes the checkpoint's `kv_cache_quant_algo`
+    (TensorRT-LLM PR #16240 documents the rule: llm_args sync_quant_config_with_kv_cache_config_dtype). The rows
+    show which: Qwen3-32B at tp 1 on an H100 (33 GB of fp8 weights) holds 64 requests of 4096 + 128 tokens
+    (TTFT 1.63 s at C 64 against 1.34 s at C 32, no queue) where a 16-bit cache holds 41 and an fp8 one 82
+    (tests/test_serving_rows.py). AIConfigurator prices every fp8 checkpoint with an fp8 cache the same way
+    (aiconfigurator_core/sdk/models/helpers.py, 0.12.0). A publisher's own fp8 checkpoint (a `-FP8` model path)
+    states its formats and is read as it is."""
+    return (raw.get("backend") == "trtllm" and (raw.get("gemm_quant_mode") or "").strip() == "fp8"
+            and not raw["model_path"].upper().endswith("-FP8"))
 
 
 def _undo_id_multiple(raw: dict) -> dict:
