@@ -47,6 +47,27 @@ def test_accuracy_serving_with_an_engine_prints_before_and_after(sample, capsys)
     assert main(["accuracy", "--serving", str(sample.with_name("missing.csv"))]) == 2
 
 
+def test_row_table_holds_each_row_measured_beside_predicted_and_the_scores_come_from_it(sample, tmp_path, capsys):
+    import csv
+    import json
+    table = tmp_path / "rows.csv"
+    assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm", "--rows", str(table),
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["scores"]["all"]
+    lines = list(csv.DictReader(open(table)))
+    assert [r["id"] for r in lines] == ["a", "b", "c", "e"]
+    assert [float(r["ttft_ms"]) for r in lines] == [50.0, 200.0, 50.0, 50.0]  # the file's own milliseconds
+    assert [float(r["tpot_ms"]) for r in lines] == [8.0, 20.0, 8.0, 8.0]
+    for metric in ("ttft", "tpot"):
+        errors = [float(r[f"{metric}_after_ms"]) / float(r[f"{metric}_ms"]) - 1 for r in lines]
+        assert [float(r[f"{metric}_error"]) for r in lines] == pytest.approx(errors, abs=1e-4)
+        assert float(np.median(np.abs(errors))) == pytest.approx(report[f"{metric}_after"]["median"], rel=1e-3)
+    assert (lines[1]["weights"], lines[1]["tp"], lines[1]["concurrency"]) == ("fp8", "2", "32")
+    # a table needs one profile: the held-out splits refit one a fold
+    assert main(["accuracy", "--serving", str(sample), "--rows", str(table)]) == 2
+    assert "--rows" in capsys.readouterr().err
+
+
 def test_no_rows_score_as_none_not_a_crash():
     """An empty selection (a file with only disaggregated rows) indexed with a float array and raised IndexError."""
     from roofline import load_engine

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
@@ -113,6 +114,9 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", metavar="N", default="1",
                         help="with --serving and no --engine: fit N held-out folds at a time, each in its own process "
                              "(default 1; at most the machine's cores help)")
+    parser.add_argument("--rows", metavar="CSV", default=None,
+                        help="with --serving and --engine: also write each aggregated row, measured beside predicted "
+                             "(before and after) and its error, one line a row")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -120,6 +124,9 @@ def run_accuracy(args: argparse.Namespace) -> int:
     if args.transfer and not args.serving:
         raise ValueError("--transfer: score which rows? fix: --serving PATH of AIConfigurator's silicon_sample.csv "
                          "(README, Transfer to Blackwell)")
+    if args.rows and not (args.serving and args.engine):
+        raise ValueError("--rows: a row table of which profile? fix: add --serving PATH of serving-hopper.csv and "
+                         "--engine NAME (the held-out splits refit a profile a fold: no one table)")
     if args.serving:
         return run_serving_accuracy(args)
     if args.load:
@@ -173,6 +180,8 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
         from .serving_fit import run_held_out
         jobs = parse.number(args.jobs, "--jobs", whole=True, example="2")
         return run_held_out(path, args.json, args.backend, jobs)
+    if args.rows:  # before the pricing: a place the table cannot go is known now
+        writable_file("--rows", Path(args.rows))
     engine = load_engine(args.engine[0])
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
@@ -182,6 +191,8 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
             raise ValueError(f"--backend: no aggregated row of backend {args.backend!r} in {path.name}; fix: one of "
                              f"{', '.join(sorted({r.backend for r in read.rows}))}")
     predicted = predict(rows, engine)
+    if args.rows:
+        write_row_table(Path(args.rows), rows, predicted)
     report, per_model = scores(rows, predicted), scores(rows, predicted, by="model")
     disaggregated = disaggregated_accuracy(path, engine)
     if args.json:
@@ -200,6 +211,17 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
             print(f"  {name:18s} n={r['ttft_before']['n']:4d}  {cells}")
     print("\n".join(disaggregated_lines(disaggregated)))
     return 0
+
+
+def write_row_table(path: Path, rows: list, predicted: dict) -> None:
+    """One line a row: what it ran, measured and predicted TTFT and TPOT (ms) and predicted / measured − 1 under the
+    load (empty where a row is not priced): the scores' rows, to find where a profile misses."""
+    from ..fitting.published_serving import row_table
+    table = row_table(rows, predicted)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["id"])
+        writer.writeheader()
+        writer.writerows(table)
 
 
 def disaggregated_accuracy(path: Path, engine) -> dict:

@@ -177,6 +177,29 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     return out
 
 
+def row_table(rows: list[ServingRow], predicted: dict) -> list[dict]:
+    """Per row (predict's order): what it ran, TTFT and TPOT measured and predicted before and after (ms), and
+    predicted after / measured − 1; None where a row is not priced (its KV pool holds no sequence)."""
+    def ms(x: float):
+        return None if not np.isfinite(x) else round(1e3 * float(x), 4)
+
+    def error(p: float, m: float):
+        return None if not np.isfinite(p) else round(float(p) / m - 1, 4)
+
+    table = []
+    for i, r in enumerate(rows):
+        table.append({"id": r.id, "backend": r.backend, "model": r.model, "hardware": r.hardware,
+                      "weights": r.precision.weights, "experts": r.precision.experts or r.precision.weights, "kv": r.precision.kv,
+                      "tp": r.tp, "ep": r.ep, "concurrency": r.concurrency, "isl": r.prompt, "osl": r.gen,
+                      "ttft_ms": ms(r.ttft_s), "ttft_before_ms": ms(predicted["ttft_before"][i]),
+                      "ttft_after_ms": ms(predicted["ttft_after"][i]),
+                      "ttft_error": error(predicted["ttft_after"][i], r.ttft_s),
+                      "tpot_ms": ms(r.tpot_s), "tpot_before_ms": ms(predicted["tpot_before"][i]),
+                      "tpot_after_ms": ms(predicted["tpot_after"][i]),
+                      "tpot_error": error(predicted["tpot_after"][i], r.tpot_s)})
+    return table
+
+
 def as_timed(rows: list[ServingRow], ttft: np.ndarray, tpot: np.ndarray) -> np.ndarray:
     """The server's TTFT as each row's benchmark timed it: plus one completion interval E2E / C where the row's
     client issued its requests one completion ahead (ServingRow.ttft_includes_completion_interval)."""
