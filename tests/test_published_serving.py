@@ -54,7 +54,7 @@ def test_row_table_holds_each_row_measured_beside_predicted_and_the_scores_come_
     assert main(["accuracy", "--serving", str(sample), "--engine", "tensorrt-llm", "--rows", str(table),
                  "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["scores"]["all"]
-    lines = list(csv.DictReader(open(table)))
+    lines = list(csv.DictReader(table.read_text().splitlines()))
     assert [r["id"] for r in lines] == ["a", "b", "c", "e"]
     assert [float(r["ttft_ms"]) for r in lines] == [50.0, 200.0, 50.0, 50.0]  # the file's own milliseconds
     assert [float(r["tpot_ms"]) for r in lines] == [8.0, 20.0, 8.0, 8.0]

@@ -189,7 +189,8 @@ def row_table(rows: list[ServingRow], predicted: dict) -> list[dict]:
     table = []
     for i, r in enumerate(rows):
         table.append({"id": r.id, "backend": r.backend, "model": r.model, "hardware": r.hardware,
-                      "weights": r.precision.weights, "experts": r.precision.experts or r.precision.weights, "kv": r.precision.kv,
+                      "weights": r.precision.weights, "experts": r.precision.experts or r.precision.weights,
+                      "kv": r.precision.kv,
                       "tp": r.tp, "ep": r.ep, "concurrency": r.concurrency, "isl": r.prompt, "osl": r.gen,
                       "ttft_ms": ms(r.ttft_s), "ttft_before_ms": ms(predicted["ttft_before"][i]),
                       "ttft_after_ms": ms(predicted["ttft_after"][i]),
