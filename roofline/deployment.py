@@ -31,7 +31,7 @@ from .hardware import Hardware, load_hardware
 from .model import (DECODE, PREFILL, QUERIES, OpName, Options, decode_context, parameter_count,
                     routed_parameter_count)
 from .precision import FP4_ACTIVATIONS, Precision
-from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, allreduce_time, alltoall_send_bytes, is_routed,
+from .sharding import (ALLREDUCES_PER_LAYER, ALLTOALLS_PER_MOE_LAYER, alltoall_send_bytes, is_routed,
                        link, shard, stage_layers, stage_memory_bytes, whole)
 
 E2E_NODES = 33  # trapezoid nodes over the decode steps: exact wherever TPOT is linear in context
@@ -343,7 +343,8 @@ class Deployment:
         if self.tp > 1:
             count = ALLREDUCES_PER_LAYER * self.config.n_layers
             out.append((OpName("tp", "all-reduce"), count,
-                        count * allreduce_time(tokens * row_bytes, self.tp, bandwidth, self.allreduce_latency(latency))))
+                        count * self.engine.allreduce.seconds(tokens * row_bytes, self.tp, bandwidth,
+                                                               self.allreduce_latency(latency))))
         if self.pp > 1:  # each stage hands its activations to the next
             out.append((OpName("pp", "send"), self.pp - 1, (self.pp - 1) * (latency + tokens * row_bytes / bandwidth)))
         if self.ep > 1:  # the busiest GPU sends its own tokens' k rows, less those staying on it

@@ -42,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 
 
+from .allreduce import RING_KERNEL, AllReduceKernel, allreduce_from_document
 from .gemm_shape import NO_SHAPE, GemmShape, gemm_shape_from_document
 from .hardware import DATA_DIR, bundled_hardware
 from .kv_memory import IDEAL_MEMORY, KvMemory, memory_from_document
@@ -154,7 +155,7 @@ FORMAT_SHARES = {QUANTIZED: (QUANTIZED, "of bandwidth_efficiency a {} GEMV strea
 # What a file may hold besides the parameters: who it is, what its fit saw, and how close it came.
 DOCUMENT_KEYS = ("name", "framework", "hardware", "roofs", "fit", "priors", "prior_sources", "accuracy", "harness_fit",
                  "memory", "scheduler", "serving_accuracy", QUANTIZED, EXPERT_FLOPS_BY_FORMAT, KV_ATTENTION_BY_FORMAT,
-                 FLOPS_BY_DTYPE, "gemm_shape")
+                 FLOPS_BY_DTYPE, "gemm_shape", "allreduce")
 ENTRY_KEYS = ("value", "unit", "bounds", "what", "pinned_by", "range_68", "weakly_pinned")
 
 
@@ -199,6 +200,7 @@ class Engine:
     scheduler: Scheduler = DEFAULT_SCHEDULER  # its default token budget and running cap (roofline.scheduler)
     roofs: str = DATASHEET  # the efficiencies' reference: the datasheet's roofs, or the device's kernel roofs
     gemm_shape: GemmShape = NO_SHAPE  # its dense GEMMs' rate against their shape (either roofs); not fitted
+    allreduce: AllReduceKernel = RING_KERNEL  # the kernel its tp all-reduces run (roofline.allreduce); not fitted
 
     def __post_init__(self):
         validate(f"engine {self.name!r}", {n: getattr(self, n) for n in PARAMETERS}, self.format_shares(),
@@ -304,6 +306,8 @@ class Engine:
             document["scheduler"] = self.scheduler.as_document()
         if self.gemm_shape != NO_SHAPE:
             document["gemm_shape"] = self.gemm_shape.as_document()
+        if self.allreduce != RING_KERNEL:
+            document["allreduce"] = self.allreduce.as_document()
         return document
 
 
@@ -444,7 +448,8 @@ def engine_from_document(raw, who: str, default_name: str = "engine") -> Engine:
                   harness_fit=_mapping(raw, "harness_fit", who, "what the harness fit saw"),
                   memory=memory_from_document(raw.get("memory"), who),
                   scheduler=scheduler_from_document(raw.get("scheduler"), who), roofs=roofs,
-                  gemm_shape=gemm_shape_from_document(raw.get("gemm_shape"), who), **values)
+                  gemm_shape=gemm_shape_from_document(raw.get("gemm_shape"), who),
+                  allreduce=allreduce_from_document(raw.get("allreduce"), who), **values)
 
 
 def load_engine(name_or_path: str | Engine | None) -> Engine:

@@ -100,13 +100,6 @@ def alltoall_send_bytes(tokens, top_k, row_bytes, gpus):
     return tokens * top_k * row_bytes * (gpus - 1) / gpus
 
 
-def allreduce_time(message, gpus, link_bandwidth, latency):
-    """Latency + size / bandwidth: one small all-reduce's latency, plus the ring's traffic of
-    reduce-scatter then all-gather, 2(t−1) steps each moving message/t bytes per GPU.
-    Works on numbers, arrays and sympy symbols alike."""
-    return latency + 2 * (gpus - 1) / gpus * message / link_bandwidth
-
-
 def link(hw: Hardware) -> tuple[float, float, bool]:
     """(bandwidth, latency, latency_assumed) of the GPU-to-GPU interconnect."""
     if not hw.interconnect_bandwidth:

@@ -7,11 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline import analyze, load_hardware, load_model, sweep
+from roofline.allreduce import ring_time
 from roofline.compiled import compile_model
 from roofline.model import parameter_count
 from roofline.models.config import MOE
 from roofline.serving.tensor_parallel import tp_crossovers
-from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, allreduce_time, shard
+from roofline.sharding import ALLREDUCES_PER_LAYER, DEFAULT_LINK_LATENCY_S, shard
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
 
@@ -47,8 +48,8 @@ def test_ring_allreduce_traffic_matches_a_simulated_ring_and_latency_is_paid_onc
     vectors = rng.normal(size=(gpus, 1024))
     result, elapsed = simulated_ring_allreduce(vectors, 450e9, 0.0)
     assert np.allclose(result, vectors.sum(axis=0))
-    assert elapsed == pytest.approx(allreduce_time(vectors[0].nbytes, gpus, 450e9, 0.0))
-    with_latency = allreduce_time(vectors[0].nbytes, gpus, 450e9, 3e-6)
+    assert elapsed == pytest.approx(ring_time(vectors[0].nbytes, gpus, 450e9, 0.0))
+    with_latency = ring_time(vectors[0].nbytes, gpus, 450e9, 3e-6)
     assert with_latency == pytest.approx(elapsed + 3e-6)
 
 

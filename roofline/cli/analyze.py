@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from ..allreduce import RING
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
 from ..models.config import CHUNKED, WINDOW, load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
@@ -293,6 +294,9 @@ def _engine_text(engine) -> str:
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"
+    if engine.allreduce.algorithm != RING:
+        latency += (f" ({engine.allreduce.algorithm}: one shot up to {fmt_bytes(engine.allreduce.one_shot_max_bytes)}, "
+                    f"{engine.allreduce.bandwidth_share:.2f} of the link)")
     sequence = f"{fmt_seconds(engine.sequence_overhead_s)} a running sequence a step, " if engine.sequence_overhead_s else ""
     if engine.request_op_overhead_s:
         latency = f" + {fmt_seconds(engine.request_op_overhead_s)} an op (its prompt's first pass){latency}"

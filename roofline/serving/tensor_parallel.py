@@ -9,16 +9,19 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import sympy as sp
-from scipy.optimize import brentq
+from scipy.optimize import brentq, minimize_scalar
 
 from ..bounds import total
 from .crossovers import Crossover
 from ..deployment import Deployment
 from ..model import DECODE, decode_context
-from ..sharding import ALLREDUCES_PER_LAYER, allreduce_time, link
+from ..allreduce import RING, one_shot_time, ring_time, two_shot_time
+from ..sharding import ALLREDUCES_PER_LAYER, link
 
 t_sym = sp.Symbol("t", positive=True)
+LARGEST_GROUP = 1024  # GPUs: the numeric search's reach, past any NVLink domain
 
 
 def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str, Crossover]:
@@ -35,6 +38,9 @@ def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str
     and TPOT is least at t = ln2·(m − 4LX/β) / (2Lδ) (a real degree is a divisor of the heads near it). The
     breakeven is then the first root past 1 (numeric past t = 2: the equation is transcendental).
     Both take every byte as divided by t (KV replication and norms ignored): an upper estimate.
+    An engine whose all-reduce is the one-or-two-shot kernel (roofline.allreduce) pays λ' + (t−1)X/sβ for a
+    message up to its one-shot size (a decode step's, at any t), else 2λ' + 2(t−1)/t·X/sβ, λ' = λ + δ·log2(t/2): the
+    one shot's traffic grows with t, so decode has a fastest degree even without δ. Both solved numerically.
     """
     config = d.config
     m, L_, X, beta, lam, delta = sp.symbols("m L X beta lambda delta", positive=True)
@@ -45,13 +51,19 @@ def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str
     memory_s = single.step(DECODE, float(batch), float(decode_context(prompt))).memory_s
     given = {m: float(total(memory_s)), L_: config.n_layers,
              X: batch * config.d_model * d.precision.activation_bytes, beta: bandwidth, lam: latency}
-    flat = ALLREDUCES_PER_LAYER * L_ * allreduce_time(X, t_sym, beta, lam)
+    source = ("assumed" if assumed else "from the hardware file" if d.engine.allreduce_latency_s is None
+              else f"from the {d.engine.name} engine profile")
+    note = f"link latency {latency:g} s {source}" + (f", +{doubling:g} s a doubling past 2 GPUs" if doubling else "")
+    if d.engine.allreduce.algorithm != RING:
+        given[delta] = doubling
+        return _one_or_two_shot_crossovers(d, m, L_, X, beta, lam, delta, given, note)
+    flat = ALLREDUCES_PER_LAYER * L_ * ring_time(X, t_sym, beta, lam)
     # a root at or below 1 GPU (the latencies alone outweigh all the memory time): splitting never pays
     roots = [r for r in sp.solve(sp.Eq(m * (1 - 1 / t_sym), flat), t_sym) if r != 1 and float(r.xreplace(given)) > 1]
     breakeven = roots[0] if roots else sp.oo
     if doubling > 0:
         given[delta] = doubling
-        comm = ALLREDUCES_PER_LAYER * L_ * allreduce_time(X, t_sym, beta, lam + delta * sp.log(t_sym / 2, 2))
+        comm = ALLREDUCES_PER_LAYER * L_ * ring_time(X, t_sym, beta, lam + delta * sp.log(t_sym / 2, 2))
         slope = sp.expand(sp.diff(m / t_sym + comm, t_sym) * t_sym ** 2)  # sign of d TPOT / dt: linear in t
         least = sp.solve(slope, t_sym)[0]
         fastest = sp.Piecewise((1, m <= 2 * ALLREDUCES_PER_LAYER * L_ * X / beta), (sp.Max(2, least), True))
@@ -64,9 +76,6 @@ def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str
     else:
         slope = sp.factor(sp.diff(m / t_sym + flat, t_sym) * t_sym ** 2)
         fastest = sp.Piecewise((sp.oo, slope < 0), (1, True))
-    source = ("assumed" if assumed else "from the hardware file" if d.engine.allreduce_latency_s is None
-              else f"from the {d.engine.name} engine profile")
-    note = f"link latency {latency:g} s {source}" + (f", +{doubling:g} s a doubling past 2 GPUs" if doubling else "")
     named = {str(k): v for k, v in given.items()}
     values = {"tp_breakeven": value if isinstance(breakeven, sp.Eq) else float(breakeven.xreplace(given))}
     if math.isinf(values["tp_breakeven"]):  # no degree wins back one GPU's TPOT: one GPU is the fastest
@@ -74,3 +83,35 @@ def tp_crossovers(d: Deployment, batch: int = 1, prompt: int = 1024) -> dict[str
     values["tp_fastest"] = float(fastest.xreplace(given))
     return {name: Crossover(name, expr if isinstance(expr, sp.Eq) else sp.Eq(t_sym, expr), values[name], named, note)
             for name, expr in (("tp_breakeven", breakeven), ("tp_fastest", fastest))}
+
+
+def _one_or_two_shot_crossovers(d: Deployment, m, L_, X, beta, lam, delta, given: dict, note: str) -> dict:
+    """tp_crossovers for the one-or-two-shot kernel: the shot a decode step's X bytes take (one up to the kernel's
+    largest, whatever t), at the kernel's share s of the link; the break-even the first root past 1 GPU, the fastest
+    degree the least TPOT past 2 (1 where none beats one GPU), both numeric."""
+    kernel, share = d.engine.allreduce, sp.Symbol("s", positive=True)
+    given[share] = kernel.bandwidth_share
+    shot = one_shot_time if given[X] <= kernel.one_shot_max_bytes else two_shot_time
+
+    def comm(doublings):  # a step's 2L all-reduces, the latency grown by `doublings`
+        return ALLREDUCES_PER_LAYER * L_ * shot(X, t_sym, share * beta, lam + delta * doublings)
+    priced = comm(sp.Max(0, sp.log(t_sym / 2, 2)))  # the doubling term from 2 GPUs on, as the ring's
+    gain = sp.lambdify(t_sym, (m * (1 - 1 / t_sym) - priced).xreplace(given))
+    tpot = sp.lambdify(t_sym, (m / t_sym + priced).xreplace(given))
+    grid = np.geomspace(1 + 1e-9, LARGEST_GROUP, 4097)
+    ahead = np.flatnonzero(np.array([gain(t) for t in grid]) >= 0)
+    breakeven = brentq(gain, grid[ahead[0] - 1], grid[ahead[0]]) if ahead.size and ahead[0] > 0 else math.inf
+    best = int(np.argmin([tpot(t) if t >= 2 else math.inf for t in grid]))
+    if best == grid.size - 1:  # still falling at the search's reach: as much TP as the heads allow, as the ring's
+        fastest = math.inf
+    else:
+        window = (max(grid[best - 1], 2.0), grid[best + 1])
+        fastest = float(minimize_scalar(tpot, bounds=window, method="bounded", options={"xatol": 1e-9}).x)
+    named = {str(k): v for k, v in given.items()}
+    note += f"; {kernel.algorithm} all-reduce, {'one shot' if shot is one_shot_time else 'two shots'} at X"
+    if not math.isfinite(breakeven) or tpot(min(fastest, LARGEST_GROUP)) >= given[m]:  # none beats one GPU's TPOT
+        note += "; no split pays back its all-reduces"
+        breakeven, fastest = math.inf, 1.0
+    return {"tp_breakeven": Crossover("tp_breakeven", sp.Eq(m * (1 - 1 / t_sym), priced), breakeven, named, note),
+            "tp_fastest": Crossover("tp_fastest", sp.Eq(0, sp.diff(m / t_sym + comm(sp.log(t_sym / 2, 2)), t_sym)),
+                                    fastest, named, note)}
