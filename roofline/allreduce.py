@@ -11,7 +11,7 @@ custom_all_reduce): one shot up to a message size M, two shots past it, each one
 at a share s of the link. NVIDIA's profile of TensorRT-LLM's own kernel (AIConfigurator 0.12.0,
 systems/data/{h100_sxm,h200_sxm}/comm/trtllm/{1.2.0rc5,1.3.0rc10,1.3.0rc20}/custom_allreduce_perf.parquet: 414
 bf16 points, 2-8 GPUs, 256 B-1 GB) follows it with M = 4 MiB, L = 3.1 us + 0.17 us a doubling of the group past 2
-and s = 0.73 of the 450 GB/s link: 7.8% off at the median, 33% at p90 (validation/allreduce_fit.py). The one shot
+and s = 0.73 of the 450 GB/s link: 7.9% off at the median, 33% at p90 (validation/allreduce_fit.py). The one shot
 holds far past where the faster of the two would turn (at 8 GPUs, ~200 KB): a decode step's 0.1-4 MB of
 activations reads all its peers. NCCL's ring on the same cards takes 6-16 us for a small message.
 Works on numbers, arrays and sympy symbols alike.
