@@ -302,7 +302,7 @@ class Deployment:
         (default its mean-field share, B·T/e)."""
         times = step_times(components, compiled, self.roofs_for(compiled, components, tokens))
         return _with_fixed(compiled.phase, compiled, components, times, self.collectives(tokens, rank_tokens),
-                           self.fixed_rows(sequences))
+                           self.fixed_rows(sequences, compiled))
 
     def busiest_rank_sequences(self, batch, queries):
         """Sequences the busiest attention data-parallel rank runs in a step of `batch` sequences of `queries`
@@ -354,11 +354,13 @@ class Deployment:
             out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
         return out
 
-    def fixed_rows(self, sequences) -> list[tuple[OpName, int, object]]:
+    def fixed_rows(self, sequences, compiled: CompiledPhase) -> list[tuple[OpName, int, object]]:
         """The engine's fixed times as rows of the step, only when it has them: a step overhead on each pipeline
         stage's GPU, the scheduler's work for each of the step's `sequences` (once a step, on the host: a
         pipeline's stages do not repeat it; under expert parallelism each attention rank schedules its own B/e,
-        side by side), a launch overhead per layer, and a floor per MoE layer (its routing and grouped-GEMM chain)."""
+        side by side), a launch overhead per layer and one per op of the step's graph (`compiled`: every row once
+        per layer it runs in; a tensor-parallel GPU runs them all, so the split does not divide it), and a floor
+        per MoE layer (its routing and grouped-GEMM chain)."""
         cal, rows = self.engine, []
         if cal.step_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "step"), self.pp, self.pp * cal.step_overhead_s))
@@ -368,6 +370,9 @@ class Deployment:
         if cal.layer_overhead_s:
             rows.append((OpName(OVERHEAD_GROUP, "layers"), self.config.n_layers,
                          self.config.n_layers * cal.layer_overhead_s))
+        if cal.op_overhead_s:
+            ops = int(sum(compiled.counts))
+            rows.append((OpName(OVERHEAD_GROUP, "ops"), ops, ops * cal.op_overhead_s))
         moe_layers = self.config.layer_mlp.count(MOE)
         if cal.expert_layer_overhead_s and moe_layers:  # every GPU runs every MoE layer's chain: not divided by tp
             rows.append((OpName(OVERHEAD_GROUP, "moe layers"), moe_layers, moe_layers * cal.expert_layer_overhead_s))

@@ -86,6 +86,12 @@ PARAMETERS = {
     "expert_layer_overhead_s": ("s", 0.0, 1e-3, "per MoE layer per step: its routing and grouped-GEMM kernel chain's "
                                 "latency floor, not divided by tp"),
     "layer_overhead_s": ("s", 0.0, 1e-2, "per layer per step: kernels a layer x launch latency, not overlapped"),
+    # Each kernel of a step pays a fixed time beyond its bytes and FLOPs (its launch inside a CUDA graph, the ramp
+    # to full occupancy, the tail): a layer of more ops (a MoE layer's router and top-k, MLA's extra projections)
+    # pays more. The smallest kernel NVIDIA profiled on H100/H200 (TensorRT-LLM's all-reduce of 256 B) takes ~3 us;
+    # 1 ms an op is a typo.
+    "op_overhead_s": ("s", 0.0, 1e-3, "per op of the step's graph per step: each kernel's fixed time beyond its "
+                      "bytes and FLOPs (launch, ramp, tail), not overlapped"),
     "step_overhead_s": ("s", 0.0, 1.0, "per step: host work (sampling, scheduling, Python)"),
     # A scheduler in Python walks its running requests every step (bookkeeping, batch metadata, one token
     # detokenized each): tens of microseconds a request. A millisecond a request is a typo or a missing term.
@@ -121,11 +127,11 @@ PARAMETERS = {
                     "again (0: once per group; 1: once per query head)"),
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
-# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; no per-layer
-# dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2; routed experts streaming and computing as fast
-# as the dense weights, and no MoE layer floor.
+# no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; no fixed time
+# an op beyond the per-layer one; no per-layer dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2;
+# routed experts streaming and computing as fast as the dense weights, and no MoE layer floor.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "request_op_overhead_s",
+            "sequence_overhead_s", "request_op_overhead_s", "op_overhead_s",
             "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
             "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
@@ -171,6 +177,7 @@ class Engine:
     expert_layer_overhead_s: float = 0.0  # per MoE layer per step (a row of the step: Deployment.fixed_rows)
     expert_slice_half_columns: float = 0.0  # an expert slice's width at which its grouped GEMMs reach half rate
     layer_overhead_s: float = 0.0
+    op_overhead_s: float = 0.0  # per op of the step's graph per step (a row of the step: Deployment.fixed_rows)
     step_overhead_s: float = 0.0
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
     request_overhead_s: float = 0.0

@@ -297,12 +297,13 @@ def _engine_text(engine) -> str:
     if engine.allreduce.algorithm != RING:
         latency += (f" ({engine.allreduce.algorithm}: one shot up to {fmt_bytes(engine.allreduce.one_shot_max_bytes)}, "
                     f"{engine.allreduce.bandwidth_share:.2f} of the link)")
+    ops = f"{fmt_seconds(engine.op_overhead_s)} an op a step, " if engine.op_overhead_s else ""
     sequence = f"{fmt_seconds(engine.sequence_overhead_s)} a running sequence a step, " if engine.sequence_overhead_s else ""
     if engine.request_op_overhead_s:
         latency = f" + {fmt_seconds(engine.request_op_overhead_s)} an op (its prompt's first pass){latency}"
     return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
             f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "
-            f"{fmt_seconds(engine.layer_overhead_s)} a layer, {fmt_seconds(engine.step_overhead_s)} a step, {sequence}"
+            f"{fmt_seconds(engine.layer_overhead_s)} a layer, {ops}{fmt_seconds(engine.step_overhead_s)} a step, {sequence}"
             f"{fmt_seconds(engine.request_overhead_s)} a request{latency} (data/engines/{engine.name}.yaml)")
 
 

@@ -38,7 +38,7 @@ TERMS = (("kernel roofs", ("roofs",)),
          ("routed experts", ("expert_bandwidth_efficiency",)),
          ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT, "expert_slice_half_columns")),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
-         ("launch", ("layer_overhead_s",)), ("host", ("step_overhead_s",)),
+         ("launch", ("layer_overhead_s", "op_overhead_s")), ("host", ("step_overhead_s",)),
          ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s")))
 NOT_IN_DECODE = ("request_overhead_s", "request_op_overhead_s", "disagg_handoff_s")  # paid once per request, in TTFT
 
