@@ -91,7 +91,8 @@ def test_nothing_feasible_is_said_in_one_sentence_naming_the_reason():
     slow = plan("llama-3-8b", WORK, fast, hardware=("h100-sxm", "h200"), tp=(1, 8), weights=("bf16", "int4"))
     sentence = verdict(slow, fast)
     # under tensorrt-llm-1 an all-reduce is TensorRT-LLM's own kernel, ~4 us at batch 1 (its profile), and each layer
-    # pays 52 us whatever the split: eight H200s with int4 weights decode fastest (one did under a 48 us all-reduce)
+    # pays ~50 us whatever the split (8 ops x 6.2 us): eight H200s with int4 weights decode fastest (one did under a
+    # 48 us all-reduce)
     assert sentence.startswith("No candidate meets TPOT 0.1 ms: the fastest decode step, h200 tp=8 int4")
     assert sentence.endswith("ms.") and "batch 1" in sentence
 
