@@ -52,8 +52,9 @@ def test_the_rows_tp_sweep_leaves_a_per_layer_cost_beside_the_profiled_all_reduc
     ~1000 steps): TPOT 21.46, 12.89, 8.44, 6.85 ms at tp 1, 2, 4, 8. Split t ways, the tp = 1 step leaves ~12, 16,
     23 us per all-reduce (160 a step, 0.6 ms of host work unsplit). Read as all-reduce alone, it grows ~5 us a
     doubling, but the kernel's own profile takes 3-6 us. The rest is a cost each layer pays on every GPU whatever the
-    split (its 8 kernels' fixed time, ~4 us each: Engine.op_overhead_s), which the split leaves whole: c (1 − 1/t) a layer
-    beyond the (T_1 − f)/t share. The rows give the same c at every t: one cost, not an all-reduce growing with t."""
+    split (its 8 kernels' fixed time, ~4 us each here; Engine.op_overhead_s, 6.2 us fitted over every row), which
+    the split leaves whole: c (1 − 1/t) a layer beyond the (T_1 − f)/t share. The rows give the same c at every t:
+    one cost, not an all-reduce growing with t."""
     with SERVING_HOPPER.open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["backend"] == "trtllm" and r["mode"] == "agg"
                 and r["model_path"] == "meta-llama/Llama-3.1-70B" and r["system"] == "h200_sxm"
