@@ -9,7 +9,10 @@ script on or before that date: the KV-cache format (TensorRT-LLM's `kv_cache_con
 fraction (TensorRT-LLM `free_gpu_memory_fraction`, vLLM `--gpu-memory-utilization`, SGLang `--mem-fraction-static`:
 the fraction of the engine's own rule, roofline.kv_memory; blank: the profile's default), the token budget (TensorRT-LLM
 `--max_num_tokens`, vLLM `max-num-batched-tokens`, SGLang `--chunked-prefill-size`; a number, or the DeepSeek-R1
-scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the profile's), why a
+scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the profile's), the
+output tokens a streamed chunk and the post-processing workers (TensorRT-LLM's `stream_interval` and
+`num_postprocess_workers`: every InferenceX TensorRT-LLM script sets 10, or 20 with 4 workers for gpt-oss; blank: the
+engine's defaults, 1 and 0; they set the load on the server's front end, roofline.serving.front_end), why a
 group is left out (a launch that is not what the row states), the client's length ratio, the script, the commit and
 the lines that say so. The length ratio r is InferenceX's `--random-range-ratio` (0.8 in every sweep): its client
 (utils/bench_serving/benchmark_serving.py, sample_uniform; kimbochen/bench_serving's the same before it) draws each
@@ -43,7 +46,8 @@ from ..precision import BITS
 
 LAUNCHES = DATA_DIR / "published" / "serving-launches.csv"
 COLUMNS = ("backend", "model_path", "system", "measured", "kv_cache_dtype", "memory_fraction", "token_budget",
-           "left_out", "length_ratio", "script", "commit", "evidence")
+           "stream_interval", "postprocess_workers", "left_out", "length_ratio", "script", "commit", "evidence")
+OPTIONAL_COLUMNS = ("stream_interval", "postprocess_workers")  # a file without them: the engine's defaults
 MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
 BUDGET_RULE = re.compile(r"C\+P\+(\d+) in (\d+)s(?:, at least (\d+))?")
 
@@ -70,6 +74,8 @@ class Launch:
     left_out: str  # "" or why the group's rows are not what they state
     length_ratio: float | None  # the client's: lengths uniform in [⌊r L⌋, L]; None: every request L
     script: str  # path@commit of the launch script
+    stream_interval: int = 1  # output tokens a streamed chunk (TensorRT-LLM's stream_interval; blank: its default 1)
+    postprocess_workers: int = 0  # TensorRT-LLM's num_postprocess_workers (blank: its default 0)
 
     def engine(self, engine: Engine) -> Engine:
         """`engine` with the launch's memory fraction (its own rule's) where the script set one."""
@@ -126,6 +132,16 @@ def _fraction(text: str, where: str, field: str, blank: str) -> float | None:
     return value
 
 
+def _count(text: str, where: str, field: str, low: int, default: int) -> int:
+    """A column holding a whole number >= low, `default` where blank (the engine's own)."""
+    if not text:
+        return default
+    if not (text.isdigit() and int(text) >= low):
+        raise ValueError(f"{where}: field {field!r} must be a whole number >= {low}, got {text!r}; fix: the launch's "
+                         f"value, or blank for the engine's default ({default})")
+    return int(text)
+
+
 def _launch(raw: dict, where: str) -> Launch:
     kv = raw["kv_cache_dtype"].strip() or None
     if kv is not None and kv not in BITS:
@@ -140,7 +156,9 @@ def _launch(raw: dict, where: str) -> Launch:
                   _budget(raw["token_budget"].strip(), where), raw["left_out"].strip(),
                   _fraction(raw["length_ratio"].strip(), where, "length_ratio",
                             "where every request has the stated lengths (the client's --random-range-ratio)"),
-                  f"{raw['script'].strip()}@{raw['commit'].strip()}")
+                  f"{raw['script'].strip()}@{raw['commit'].strip()}",
+                  _count((raw.get("stream_interval") or "").strip(), where, "stream_interval", 1, 1),
+                  _count((raw.get("postprocess_workers") or "").strip(), where, "postprocess_workers", 0, 0))
 
 
 @lru_cache(maxsize=None)
@@ -150,7 +168,7 @@ def read_launches(path: Path = LAUNCHES) -> dict:
     table = {}
     with Path(path).open(newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+        missing = [c for c in COLUMNS if c not in (reader.fieldnames or ()) and c not in OPTIONAL_COLUMNS]
         if missing:
             raise ValueError(f"{str(path)!r}: no column {', '.join(missing)}; fix: the header is {','.join(COLUMNS)}")
         for line, raw in enumerate(reader, start=2):
