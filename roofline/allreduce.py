@@ -61,6 +61,10 @@ class AllReduceKernel:
         if isinstance(largest, bool) or not isinstance(largest, (int, float)) or not 0 <= largest < math.inf:
             raise ValueError(f"allreduce.one_shot_max_bytes: must be a finite number of bytes >= 0, got {largest!r}")
 
+    def shot(self, message: float):
+        """The formula a message of `message` bytes takes under this kernel: one shot up to its largest, two past it."""
+        return one_shot_time if message <= self.one_shot_max_bytes else two_shot_time
+
     def seconds(self, message, gpus, link_bandwidth, latency):
         """One all-reduce of `message` bytes a GPU over `gpus` GPUs (the module docstring's formulas)."""
         if self.algorithm == RING:

@@ -37,6 +37,11 @@ class CompiledPhase:
     def names(self) -> tuple:
         return tuple(str(op) for op in self.ops)
 
+    @property
+    def op_count(self) -> int:
+        """The ops a step of this phase runs: every row once per layer it runs in."""
+        return int(sum(self.counts))
+
     def parts(self, batch, context, byte_widths) -> list[tuple]:
         """Per op, its (flops, weights, act_read, act_write, kv_read, kv_write), each an array in
         the op's own broadcast shape: an op that does not depend on the context stays (nB, 1)."""

@@ -170,7 +170,7 @@ class Deployment:
     def prefill_ops(self) -> int:
         """The ops a prompt's pass dispatches: every row of the prefill graph, once per layer it runs in (a pipeline's
         stages dispatch theirs one after another, and a tensor-parallel GPU runs every layer, so all count)."""
-        return int(sum(self.compiled.prefill.counts))
+        return self.compiled.prefill.op_count
 
     @cached_property
     def local(self) -> ModelConfig:
@@ -371,7 +371,7 @@ class Deployment:
             rows.append((OpName(OVERHEAD_GROUP, "layers"), self.config.n_layers,
                          self.config.n_layers * cal.layer_overhead_s))
         if cal.op_overhead_s:
-            ops = int(sum(compiled.counts))
+            ops = compiled.op_count
             rows.append((OpName(OVERHEAD_GROUP, "ops"), ops, ops * cal.op_overhead_s))
         moe_layers = self.config.layer_mlp.count(MOE)
         if cal.expert_layer_overhead_s and moe_layers:  # every GPU runs every MoE layer's chain: not divided by tp

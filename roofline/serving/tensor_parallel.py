@@ -17,7 +17,7 @@ from ..bounds import total
 from .crossovers import Crossover
 from ..deployment import Deployment
 from ..model import DECODE, decode_context
-from ..allreduce import RING, one_shot_time, ring_time, two_shot_time
+from ..allreduce import RING, one_shot_time, ring_time
 from ..sharding import ALLREDUCES_PER_LAYER, link
 
 t_sym = sp.Symbol("t", positive=True)
@@ -91,7 +91,7 @@ def _one_or_two_shot_crossovers(d: Deployment, m, L_, X, beta, lam, delta, given
     degree the least TPOT past 2 (1 where none beats one GPU), both numeric."""
     kernel, share = d.engine.allreduce, sp.Symbol("s", positive=True)
     given[share] = kernel.bandwidth_share
-    shot = one_shot_time if given[X] <= kernel.one_shot_max_bytes else two_shot_time
+    shot = kernel.shot(given[X])
 
     def comm(doublings):  # a step's 2L all-reduces, the latency grown by `doublings`
         return ALLREDUCES_PER_LAYER * L_ * shot(X, t_sym, share * beta, lam + delta * doublings)
