@@ -98,6 +98,14 @@ PARAMETERS = {
     "sequence_overhead_s": ("s", 0.0, 1e-3, "per running sequence per step: host work the scheduler does for each "
                             "request in the step"),
     "request_overhead_s": ("s", 0.0, 10.0, "per request, once, in TTFT"),
+    # The server's front end is one process outside the GPUs (roofline.serving.front_end): each request's parsing and
+    # tokenizing, each streamed chunk's detokenizing and sending, one after another. What it can pass caps the
+    # server, and past it requests queue before the engine sees them. A second of it a request, or 10 ms a chunk,
+    # is a typo: no Python server nears either.
+    "frontend_request_s": ("s", 0.0, 1.0, "per request, of the server's serial front end: parsing, tokenizing, "
+                           "handing it to the engine (its capacity and queue, not a latency)"),
+    "frontend_chunk_s": ("s", 0.0, 1e-2, "per streamed chunk of output, of the server's serial front end: "
+                         "detokenizing, formatting, sending"),
     # A prompt's first pass runs outside the CUDA graphs a decode step replays: the host dispatches its ops' kernels
     # one by one, in Python, and the request's first token waits for it. NVIDIA's AIConfigurator prices it as 0.8 ms
     # a layer on vLLM, "CPU-side Python dispatch across all layers", once a request, in TTFT (github:ai-dynamo/
@@ -129,9 +137,10 @@ PARAMETERS = {
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
 # no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; no fixed time
 # an op beyond the per-layer one; no per-layer dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2;
-# routed experts streaming and computing as fast as the dense weights, and no MoE layer floor.
+# routed experts streaming and computing as fast as the dense weights, and no MoE layer floor; a front end that
+# costs nothing.
 OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "request_op_overhead_s", "op_overhead_s",
+            "sequence_overhead_s", "request_op_overhead_s", "op_overhead_s", "frontend_request_s", "frontend_chunk_s",
             "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
             "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
@@ -182,6 +191,8 @@ class Engine:
     sequence_overhead_s: float = 0.0  # per running sequence per step (a row of the step: Deployment.fixed_rows)
     request_overhead_s: float = 0.0
     request_op_overhead_s: float = 0.0  # per request per op of the model's graph, once (Deployment.request_s)
+    frontend_request_s: float = 0.0  # per request, of the serial front end (roofline.serving.front_end)
+    frontend_chunk_s: float = 0.0  # per streamed chunk, of the serial front end
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     allreduce_doubling_s: float = 0.0  # added to the all-reduce latency per doubling of the group past 2 GPUs

@@ -301,6 +301,9 @@ def _engine_text(engine) -> str:
     sequence = f"{fmt_seconds(engine.sequence_overhead_s)} a running sequence a step, " if engine.sequence_overhead_s else ""
     if engine.request_op_overhead_s:
         latency = f" + {fmt_seconds(engine.request_op_overhead_s)} an op (its prompt's first pass){latency}"
+    if engine.frontend_request_s or engine.frontend_chunk_s:  # roofline.serving.front_end
+        latency += (f"; its front end {fmt_seconds(engine.frontend_request_s)} a request, "
+                    f"{fmt_seconds(engine.frontend_chunk_s)} a streamed chunk")
     return (f"{engine.name}: weights stream at {engine.bandwidth_efficiency:.2f} of the bandwidth{quantized}, GEMMs at "
             f"{engine.flops_efficiency:.2f} of the peak, attention at {engine.attention_bandwidth_efficiency:.2f}; "
             f"{fmt_seconds(engine.layer_overhead_s)} a layer, {ops}{fmt_seconds(engine.step_overhead_s)} a step, {sequence}"

@@ -24,7 +24,8 @@ STEPS = {MIXED: "decode + prefill chunks", PREFILL_FIRST: "prompt tokens in pref
 TAKEN_ON_DEMAND = ", taken on demand at prompt + half the output each"  # roofline.kv_memory's admission
 DEFINITIONS = {
     "ttft_s": "arrival to first token under the stated load: waiting for the step in progress and for the token "
-              "budget, then the prompt's prefill chunks riding in mixed steps, plus the engine's per-request cost",
+              "budget, then the prompt's prefill chunks riding in mixed steps, plus the engine's per-request cost and "
+              "the request's and its first chunk's turns through the server's front end, shared with the other streams",
     "tpot_s": "mean time between a running request's tokens under the stated load (its steps carry the others' "
               "prefill chunks)",
     "e2e_s": "TTFT + (gen - 1) x TPOT",
@@ -104,7 +105,8 @@ def saturated_line(rate: float) -> str:
 
 def records(analysis, out: dict, policy: Policy, block: int, prompt: int, gen: int) -> list[dict]:
     d = analysis.deployment
-    keys = ("rate", "ttft_s", "tpot_s", "e2e_s", "in_flight", "tpot_inflation", "ttft_queue_s", "ttft_prefill_s",
+    keys = ("rate", "ttft_s", "tpot_s", "e2e_s", "in_flight", "tpot_inflation", "ttft_queue_s", "ttft_front_end_s",
+            "ttft_prefill_s",
             "decode_step_s", "mixed_step_s", "goodput_tokens_per_s", "goodput_requests_per_s")
     rows = []
     for i in range(len(out["rate"])):
@@ -131,7 +133,8 @@ def _wave(out: dict, i: int):
 
 
 COLUMNS = (("rate/s", "rate", lambda v: f"{v:.4g}"), ("in flight", "in_flight", lambda v: f"{v:.1f}"),
-           ("TTFT", "ttft_s", fmt_seconds), ("queue", "ttft_queue_s", fmt_seconds), ("TPOT", "tpot_s", fmt_seconds),
+           ("TTFT", "ttft_s", fmt_seconds), ("queue", "ttft_queue_s", fmt_seconds),
+           ("front end", "ttft_front_end_s", fmt_seconds), ("TPOT", "tpot_s", fmt_seconds),
            ("TPOT +chunks", "tpot_inflation", lambda v: f"{100 * v:+.0f}%"), ("E2E", "e2e_s", fmt_seconds),
            ("goodput tok/s", "goodput_tokens_per_s", fmt_count))
 
@@ -174,8 +177,16 @@ def render(analysis, rows: list[dict], policy: Policy) -> str:
 
 def explain_lines(t: dict) -> list[str]:
     ms = lambda s: fmt_seconds(s)  # noqa: E731
-    if t.get("step_policy") == PREFILL_FIRST:
-        return prefill_first_lines(t, ms)
+    lines = prefill_first_lines(t, ms) if t.get("step_policy") == PREFILL_FIRST else mixed_lines(t, ms)
+    if not t["front_end_idle"]:  # roofline.serving.front_end
+        lines.append(f"  front end            w = a + (1 + ⌈(G − 1) / s⌉) b = {ms(t['front_end_work_s'])} a request "
+                     f"(s = {t['stream_interval']}), busy ρ = λ w = {t['front_end_busy']:.3f}; TTFT + (a + (1 + m / s) b) "
+                     f"/ (1 − ρ) = {ms(t['front_end_s'])}; capacity 1 / w = {t['front_end_capacity']:.4g} requests/s")
+    return lines
+
+
+def mixed_lines(t: dict, ms) -> list[str]:
+    """The mixed steady state's terms (roofline.serving.mixed_policy's docstring)."""
     return [
         f"closed forms at {t['rate']:.4g} requests/s a replica (prompt P = {t['prompt']}, gen G = {t['gen']}, "
         f"budget Tb = {t['token_budget']}):",

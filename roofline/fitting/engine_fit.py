@@ -22,6 +22,8 @@ from .published import Row, errors
 
 # The routed experts' own terms: only rows of a model with routed experts move them.
 REQUEST_PARAMETERS = ("request_overhead_s", "request_op_overhead_s")  # paid once a request, in TTFT alone
+# The server's front end (roofline.serving.front_end): only rows under load through a server pin it, the serving fit's
+FRONT_END_PARAMETERS = ("frontend_request_s", "frontend_chunk_s")
 EXPERT_PARAMETERS = ("expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
                      "expert_slice_half_columns")
 
@@ -37,7 +39,8 @@ def log_errors(rows: list[Row]):
 def identified(names: list[str], rows: list[Row]) -> list[str]:
     """The parameters these rows can move: a quantized format's efficiency needs a row in that format (an expert
     GEMM's format a row of a MoE model with its experts in it), an all-reduce latency a row on several GPUs (its
-    growth a row on more than 2), a request overhead a TTFT or throughput row."""
+    growth a row on more than 2), a request overhead a TTFT or throughput row; the front end's terms none of them
+    (roofline.fitting.serving_fit fits those to rows under load)."""
     kept = []
     for name in pinned_formats(names, rows):
         if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
@@ -49,6 +52,8 @@ def identified(names: list[str], rows: list[Row]) -> list[str]:
         if name in EXPERT_PARAMETERS and not any(load_model(row.model).n_experts for row in rows):
             continue
         if name in REQUEST_PARAMETERS and not any(row.metric != "decode_tokens_per_s" for row in rows):
+            continue
+        if name in FRONT_END_PARAMETERS:  # a published row is a lone request or a static batch
             continue
         kept.append(name)
     return kept

@@ -25,7 +25,7 @@ import csv
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,9 @@ REASONS = ("gpu", "format", "length")
 # Llama-3.1-8B-Instruct, ShareGPT_Vicuna_unfiltered): a mean of 230. SGLang's sampler filters alike.
 SHAREGPT_PROMPT = 230
 SHAREGPT_OUTPUT = 194  # sglang-benchmarks.csv's offline rows: output tokens/s over requests/s, same dataset
+# Rows whose harness calls the engine in its own process (trtllm-bench; MLPerf's LoadGen harnesses): no OpenAI-compatible
+# server, so no front end (roofline.serving.front_end). sglang-benchmarks.csv's went through each engine's HTTP server.
+IN_PROCESS = ("trtllm-perf-overview.csv", "mlperf.csv")
 RATE = re.compile(r"poisson\s+([\d.]+)\s*/s")
 VERSION = re.compile(r"TensorRT-LLM\s+(\d+)\.")
 
@@ -171,10 +174,12 @@ def predict(rows: list[LoadRow]) -> np.ndarray:
     out = np.full(len(rows), np.nan)
     groups: dict = {}
     for i, row in enumerate(rows):
-        groups.setdefault((row.engine, row.model, row.hardware, row.precision, row.tp, row.prompt, row.gen),
-                          []).append(i)
-    for (name, model, hardware, precision, tp, prompt, gen), members in groups.items():
+        groups.setdefault((row.engine, row.model, row.hardware, row.precision, row.tp, row.prompt, row.gen,
+                           Path(row.file).name in IN_PROCESS), []).append(i)
+    for (name, model, hardware, precision, tp, prompt, gen, in_process), members in groups.items():
         engine = load_engine(name)
+        if in_process:  # no HTTP server between the harness and the engine: no front end to queue for
+            engine = replace(engine, frontend_request_s=0.0, frontend_chunk_s=0.0)
         d = Deployment(load_model(model), load_hardware(hardware), precision, tp=tp, engine=engine)
         budget, running = engine.scheduler.token_budget, engine.scheduler.max_sequences
         pool = kv_sequences(d, prompt, gen, token_budget=budget)

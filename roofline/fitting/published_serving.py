@@ -164,9 +164,12 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         pool = kv_sequences(d, prompt, gen, token_budget=budget)
         if pool < 1:
             continue
-        policy = Policy(budget, running, pool)
-        # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         launch = rows[members[0]].launch
+        # the front end's load as launched: a chunk every stream_interval tokens, shared by its post-processing workers
+        streaming = {} if launch is None else {"stream_interval": launch.stream_interval,
+                                               "postprocess_workers": launch.postprocess_workers}
+        policy = Policy(budget, running, pool, **streaming)
+        # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         requests = np.array([rows[i].requests or RUN_REQUESTS_PER_CLIENT * rows[i].concurrency for i in members],
                             dtype=float)
         load = LoadModel(d, prompt, gen, policy, launch is not None and launch.lengths_vary).at_concurrency(

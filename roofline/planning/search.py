@@ -4,7 +4,8 @@ A candidate is (hardware, tp, pp, ep, weight and KV formats, engine) x (batch ca
 first part is a Deployment; for it the search asks the Deployment for
   memory   the largest batch that fits one GPU (weights, KV of the mean sequence, one prefill chunk's
            workspace; under pp the fullest stage, under ep one GPU's share): roofline.memory's model;
-  TTFT     one request's prefill step plus the engine's per-request cost (under ep, one request per GPU);
+  TTFT     one request's prefill step plus the engine's per-request cost (under ep, one request per GPU) and its
+           turn through the server's front end (roofline.serving.front_end);
   TPOT     the decode step at the mean context P + G/2 at every batch that fits, in one call (past
            WHOLE_GRID, a geometric grid, then every batch in the bracket where the target is crossed):
            TPOT grows with B, so the largest B meeting it is exact; a batch cap or a smaller memory limit clips it.
@@ -28,6 +29,7 @@ from ..bounds import BOUNDS
 from ..deployment import Deployment
 from ..memory import memory
 from ..model import DECODE, PREFILL, decode_context
+from ..serving.front_end import FrontEnd
 from .under_load import bound_at, fewest_replicas, load_model, policy_of
 
 WHOLE_GRID = 2048  # up to this many batches fit in memory: price them all in one call
@@ -74,7 +76,8 @@ def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_targ
     top = max(max_batch.values())
     if top < 1:
         return Core(d, "memory", max_batch=max_batch, need_bytes=need)
-    ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.request_s
+    # a lone request: its prefill, the engine's request cost and its turn through the server's front end
+    ttft = float(d.step(PREFILL, float(ep), prompt).total_s) + d.request_s + FrontEnd.of(d.engine).alone_s
     extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
     best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
     ideal = None if engine_name == "ideal" else Deployment.of(

@@ -23,6 +23,7 @@ Left out: swapping (preemption recomputes, on_demand below), sampling time.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from ..kv_memory import ON_DEMAND
 from ..scheduler import MIXED
 from ..sharding import whole
 from .attention_dp import BalanceGate, chunk_share
+from .front_end import FrontEnd, SharedFrontEnd
 from .mixed_step import attention_seconds, dense_seconds, rank_excess_per_token, rank_excess_seconds
 
 STATIC, CONTINUOUS = "static", "continuous"
@@ -201,7 +203,7 @@ def simulate_static(work: Workload, cost: StepCost, max_batch: int, capacity_tok
 def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity_tokens: float = np.inf,
                         block_size: int | None = None, chunk_tokens: int | None = None, progress=None,
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
-                        request_overhead_s: float = 0.0, prompts_cached: bool = False,
+                        request_overhead_s: float = 0.0, front_end: FrontEnd = FrontEnd(), prompts_cached: bool = False,
                         clients: int | None = None, overlap_steps: int = 0, mixed: bool = True, ranks: int = 1,
                         balance_steps: int = 0) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
@@ -212,8 +214,11 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     the newest running request is preempted (its blocks freed; readmitted first, it prefills its prompt
     and tokens so far again: vLLM's recompute). Otherwise a request reserves prompt + output at admission.
     request_overhead_s: the engine's per-request cost (tokenizing, scheduling), paid before the scheduler
-    sees the request. prompts_cached: a disaggregated decode worker's requests, whose prompt's KV and first token
-    arrive from a prefill worker: each decodes from admission (its TTFT 0, its TPOT from its arrival here).
+    sees the request. front_end: the server's front end (roofline.serving.front_end), one process shared by every
+    request's submission and every stream's chunks (SharedFrontEnd): a request reaches the scheduler through it, and its
+    tokens reach its client through it (TTFT and E2E are the client's). prompts_cached: a disaggregated decode
+    worker's requests, whose prompt's KV and first token arrive from a prefill worker: each decodes from admission (its
+    TTFT 0, its TPOT from its arrival here).
     clients: a closed loop of that many requests in flight (the module docstring). overlap_steps: steps whose batch
     the engine forms while earlier ones run (roofline.scheduler); an idle engine batches at once. mixed=False: prefill
     first (SGLang's default, roofline.scheduler.PREFILL_FIRST): a step with prompt tokens to run carries them alone, up
@@ -234,7 +239,8 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     if reserve.max() > capacity_tokens:
         raise ValueError(f"memory: a request needs {int(reserve.max())} KV tokens; only {int(capacity_tokens)} fit")
     ready = work.arrivals + request_overhead_s  # when the scheduler sees each request
-    first, done = np.zeros(n), np.zeros(n)
+    shared = None if front_end.idle else _shared_front_end(front_end, work, ready, request_overhead_s, clients)
+    first, done = (shared.first, shared.done) if shared else (np.zeros(n), np.zeros(n))
     prefilled, generated = np.zeros(n, dtype=int), np.zeros(n, dtype=int)
     target = work.prompts.astype(int).copy()  # tokens to prefill: the prompt, or prompt + tokens after a preemption
     if prompts_cached:
@@ -245,12 +251,16 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     waiting, running = deque(), []
     trace_s, trace_batch = [], []
     now, arrived, completed, preemptions = 0.0, 0, 0, 0
-    issued = n if clients is None else min(clients, n)  # closed loop: requests sent so far
+    issued = n if clients is None or shared else min(clients, n)  # closed loop: requests sent so far (or the front end's)
     whole("overlap_steps", overlap_steps, low=0)
     starts = deque([0.0] * overlap_steps, maxlen=overlap_steps + 1)  # the latest steps' start times, oldest first
     gate = BalanceGate(ranks, balance_steps)
     while arrived < n or waiting or running:
+        if shared:  # the front end's events up to now: submissions handed to the scheduler, tokens delivered
+            shared.advance(now)
         if not waiting and not running:
+            if shared and not np.isfinite(ready[arrived]):  # idle until the front end hands over the next request
+                shared.advance(math.inf, stop=lambda r=arrived: np.isfinite(ready[r]))
             now = max(now, ready[arrived])
             starts.extend([now] * overlap_steps)  # idle: the engine waits for a request and batches it at once
         starts.append(now)
@@ -297,17 +307,24 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
         now += cost.iteration([work.prompts[r] + generated[r] for r in decoders],
                               [(take, prefilled[r] + take) for r, take in chunks])
         trace_s.append(now), trace_batch.append(len(decoders) + len(chunks))
+        if shared:
+            shared.advance(now)
         for r in decoders:
             generated[r] += 1
+            if shared:
+                shared.emit(r, int(generated[r]), int(work.outputs[r]))
         for r, take in chunks:
             prefilled[r] += take
             if prefilled[r] == target[r]:  # the prefill's last chunk yields the next token
                 generated[r] += 1
-                if generated[r] == 1:
+                if shared:
+                    shared.emit(r, int(generated[r]), int(work.outputs[r]))
+                elif generated[r] == 1:
                     first[r] = now
         finished = [r for r in decoders + [r for r, _ in chunks] if generated[r] >= work.outputs[r]]
         for r in finished:
-            done[r] = now
+            if not shared:  # (else when the front end delivers its last token)
+                done[r] = now
             in_use -= held[r]
             held[r] = 0.0
             running.remove(r)
@@ -317,11 +334,42 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
         if finished and progress is not None:
             completed += len(finished)
             progress(completed, n)
+    if shared:
+        shared.advance(math.inf)  # the tokens still in the front end reach their clients
     result = _finish(CONTINUOUS, work, first, done, trace_s, trace_batch)
     if preemptions:
         result.notes.append(f"{preemptions} preemptions: the KV pool ran out of blocks and the newest requests "
                             "were prefilled again")
     return result
+
+
+def _shared_front_end(front_end: FrontEnd, work: Workload, ready: np.ndarray, request_overhead_s: float,
+                      clients: int | None) -> SharedFrontEnd:
+    """simulate_continuous's front end: requests pass it to reach the scheduler (`ready`: its submission's end, then
+    the request's own cost), tokens to reach their client (`first`, `done`); a closed loop's client sends its next
+    request when its last token arrives."""
+    n = len(work.arrivals)
+    ready[:] = np.inf
+    sent = [n if clients is None else min(clients, n)]
+
+    def submitted(r, t):
+        ready[r] = t + request_overhead_s
+
+    def delivered(r, token, t):
+        if shared.first[r] == 0:
+            shared.first[r] = t
+        if token >= work.outputs[r]:
+            shared.done[r] = t
+            if clients is not None and sent[0] < n:  # the client whose request ended sends the next
+                work.arrivals[sent[0]] = t
+                shared.arrive(sent[0], t)
+                sent[0] += 1
+
+    shared = SharedFrontEnd(front_end, submitted, delivered)
+    shared.first, shared.done = np.zeros(n), np.zeros(n)
+    for r in range(sent[0]):
+        shared.arrive(r, work.arrivals[r])
+    return shared
 
 
 def engine_terms(d: Deployment) -> dict:
@@ -330,7 +378,8 @@ def engine_terms(d: Deployment) -> dict:
     ranks (roofline.scheduler), and whether it takes KV blocks on demand (roofline.kv_memory's admission rule). Every
     caller that simulates a Deployment's engine takes them from here, and so does the load model (roofline.serving.load)."""
     scheduler = d.engine.scheduler
-    return {"request_overhead_s": d.request_s, "overlap_steps": scheduler.overlap_steps,
+    return {"request_overhead_s": d.request_s, "front_end": FrontEnd.of(d.engine),
+            "overlap_steps": scheduler.overlap_steps,
             "mixed": scheduler.step_policy == MIXED, "ranks": d.ep,
             "balance_steps": scheduler.attention_dp_balance_steps, "on_demand": d.engine.memory.admission == ON_DEMAND}
 

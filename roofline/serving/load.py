@@ -64,10 +64,14 @@ class Policy:
     max_batch: int = 256  # vLLM max_num_seqs; TensorRT-LLM max_batch_size
     kv_sequences: float = math.inf  # sequences the KV pool holds (kv_sequences: at P + G, or P + G / 2 on demand)
     step_policy: str | None = None  # None: the engine's; or MIXED, or PREFILL_FIRST (SGLang's), roofline.scheduler
+    stream_interval: int = 1  # output tokens a streamed chunk (TensorRT-LLM's stream_interval; its default 1)
+    postprocess_workers: int = 0  # processes sharing the chunks' work (TensorRT-LLM's num_postprocess_workers)
 
     def __post_init__(self):
         whole("token_budget", self.token_budget, low=2, note=" tokens")
         whole("max_batch", self.max_batch)
+        whole("stream_interval", self.stream_interval, note=" tokens a streamed chunk (TensorRT-LLM's default: 1)")
+        whole("postprocess_workers", self.postprocess_workers, low=0, note=" processes (TensorRT-LLM's default: 0)")
         if self.step_policy is not None and self.step_policy not in STEP_POLICIES:
             raise ValueError(f"step_policy: unknown policy {self.step_policy!r}; fix: one of {', '.join(STEP_POLICIES)}")
         if self.token_budget <= self.max_batch and self.step_policy == MIXED:
@@ -115,6 +119,8 @@ class LoadModel:
         self.d, self.P, self.G, self.policy = d, int(prompt), int(gen), policy.for_engine(d)
         self.lengths_vary = bool(lengths_vary)
         self.request_overhead_s, self.overlap_steps = engine["request_overhead_s"], engine["overlap_steps"]
+        self.front_end = replace(engine["front_end"], stream_interval=self.policy.stream_interval,
+                                 postprocess_workers=self.policy.postprocess_workers)
         self.step_model: StepModel = STEP_MODELS[self.policy.step_policy](self)
         # the table's grid reaches the largest step the step model takes
         self.table = StepTable(d, float(self.step_model.largest_step_tokens))
@@ -188,7 +194,8 @@ class LoadModel:
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         scheduled_ahead = self.overlap_steps * tau  # steps batched before it arrived
         balance = self.balance_wait(rate, tau, s["decoders"])
-        ttft = residual + wait + scheduled_ahead + balance + service + self.request_overhead_s
+        front = self.front_end.ttft_s(rate, self.G, s["decoders"])  # through the server's front end (inf past capacity)
+        ttft = residual + wait + front + scheduled_ahead + balance + service + self.request_overhead_s
         tpot = s["tpot_s"]
         e2e = ttft + (self.G - 1) * tpot
         in_flight = rate * e2e
@@ -199,7 +206,8 @@ class LoadModel:
                 "decode_step_s": nan(s["decode_step_s"]), "mixed_step_s": nan(s[self.step_model.carrying_step]),
                 "tpot_inflation": nan(tpot / s["decode_step_s"] - 1), "step_s": nan(tau),
                 "prefill_share": nan(s["prefill_share"]),
-                "ttft_queue_s": nan(residual + wait), "ttft_prefill_s": nan(service),
+                "ttft_queue_s": nan(residual + wait), "ttft_front_end_s": nan(front),
+                "ttft_prefill_s": nan(service),
                 "ttft_scheduled_ahead_s": nan(scheduled_ahead), "ttft_balance_wait_s": nan(balance),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
 
@@ -207,7 +215,12 @@ class LoadModel:
         """The closed forms' named terms at one rate (requests/s, one replica), for `--explain`."""
         rate_ = check_rate([rate])
         tau, _ = self.solve(rate_)
-        return self.step_model.terms(rate_, tau, self.steps(rate_, tau))
+        s = self.steps(rate_, tau)
+        front = self.front_end
+        return {**self.step_model.terms(rate_, tau, s), "front_end_idle": front.idle,
+                "front_end_work_s": float(front.work(self.G)), "front_end_busy": float(front.busy(rate, self.G)),
+                "front_end_s": float(front.ttft_s(rate_, self.G, s["decoders"])[0]),
+                "front_end_capacity": front.capacity(self.G), "stream_interval": front.stream_interval}
 
     def budget_wait(self, rate, s: dict) -> np.ndarray:
         """Seconds a prompt waits for the budget: the prefill tokens ahead of it (M/D/1 in full steps of

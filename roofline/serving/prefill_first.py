@@ -166,8 +166,9 @@ class PrefillFirstSteps:
             return steady_closed_loop(model, concurrency, requests)
         wave = self.cohort(concurrency)
         held = wave["held"]
-        rate = held / wave["e2e_s"]
-        queued = np.maximum(concurrency - held, 0.0)
+        # past the KV pool's (or the batch cap's) sequences, or the front end's capacity, the rest queue: C / λ = E2E
+        rate = np.minimum(held / wave["e2e_s"], model.front_end.capacity(model.G))
+        queued = np.maximum(concurrency - rate * wave["e2e_s"], 0.0)
         wait = queued / rate
         decode = self.decode_step(held)
         prefill_steps = np.ceil(held * model.P / model.policy.token_budget)
@@ -177,6 +178,7 @@ class PrefillFirstSteps:
                "decode_step_s": decode, "mixed_step_s": np.full(concurrency.shape, full),
                "tpot_inflation": wave["tpot_s"] / decode - 1, "step_s": wave["e2e_s"] / (model.G - 1 + prefill_steps),
                "prefill_share": prefill_steps / (model.G - 1 + prefill_steps), "ttft_queue_s": wait,
+               "ttft_front_end_s": np.zeros(concurrency.shape),  # a cohort arrives staggered: no queue below capacity
                "ttft_prefill_s": wave["ttft_s"] - model.request_overhead_s,
                "goodput_tokens_per_s": rate * model.G, "goodput_requests_per_s": rate, "concurrency": concurrency,
                "queued": queued, "ttft_steady_s": wave["ttft_s"] + wait}
