@@ -150,3 +150,15 @@ def test_a_bad_streaming_setting_in_the_launch_file_names_the_line_and_field(tmp
                     f"trtllm,m,h200_sxm,2025-10-29,fp8,,,{interval},{workers},,,b.sh,{'a' * 40},e\n")
     with pytest.raises(ValueError, match=f"line 2: field '{field}' must be a whole number"):
         read_launches(path)
+
+
+def test_the_prefill_first_cohort_shares_the_front_end_and_keeps_littles_law():
+    sglang = replace(load_engine("sglang"), frontend_request_s=A, frontend_chunk_s=B)
+    d = Deployment(load_model("llama-3.1-8b"), load_hardware("h100-sxm"), engine=sglang)
+    model = LoadModel(d, 1024, 256, Policy(token_budget=8192))
+    out = model.at_concurrency([8, 64])
+    assert model.policy.step_policy == "prefill_first"
+    assert np.allclose(out["rate"] * out["e2e_s"], [8, 64])  # the cohort's requests, the front end's time included
+    busy = out["rate"] * float(model.front_end.work(256))
+    assert np.allclose(out["ttft_front_end_s"], model.front_end.first_token_work([8, 64]) / (1 - busy))
+    assert out["rate"][1] < model.front_end.capacity(256)

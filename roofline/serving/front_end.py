@@ -13,7 +13,8 @@ x / (1 − ρ), whatever the mix of jobs):
   TTFT      + (a + (1 + B / s) b / max(1, W)) / (1 − ρ): the submission, then the first chunk, which the GPUs emit
             with the chunks of the B / s decoders whose turn it is
 TPOT is the GPUs': a stream's chunks share the front end with one step's burst, which it clears within the step below
-its capacity. The simulator runs the same front end event by event (SharedFrontEnd; roofline.serving.batching).
+its capacity. The simulator runs the same front end event by event (SharedFrontEnd; roofline.serving.batching); the
+prefill-first cohort solves Little's law with it (roofline.serving.prefill_first).
 Simplified: the workers' share is one station with the main process's, not a second one beside it; a step's burst is
 its mean, not its spread. Measured: TensorRT-LLM 1.0.0rc3's Llama-3.1-8B rows on H100 (NVIDIA's silicon sample) top
 out at ~9.2k output tokens/s whatever the tp (4 or 8) and the output length (README, "What the rows show").
@@ -70,16 +71,19 @@ class FrontEnd:
         """The share of the time it works at `rate` requests/s: ρ = λ w."""
         return np.asarray(rate, dtype=float) * self.work(gen)
 
-    def ttft_s(self, rate, gen, decoders) -> np.ndarray:
-        """What it adds to a request's first token, at `rate` requests/s with `decoders` running: its submission a, and
-        its first chunk, which the GPUs emit with a chunk of every decoder whose turn it is (decoders / s of them, b /
-        max(1, W) each), each shared with the rest: (a + (1 + decoders / s) b / max(1, W)) / (1 − ρ) (M/G/1 processor
-        sharing: x takes x / (1 − ρ)); inf at or past its capacity."""
-        busy = self.busy(rate, gen)
+    def first_token_work(self, decoders) -> np.ndarray:
+        """Its work before a request's first token, with `decoders` running: its submission a, and its first chunk,
+        which the GPUs emit with a chunk of every decoder whose turn it is (decoders / s of them, b / max(1, W) each):
+        a + (1 + decoders / s) b / max(1, W)."""
         chunk = self.chunk_s / max(1, self.postprocess_workers)
-        burst = (1 + np.asarray(decoders, dtype=float) / self.stream_interval) * chunk
+        return self.request_s + (1 + np.asarray(decoders, dtype=float) / self.stream_interval) * chunk
+
+    def ttft_s(self, rate, gen, decoders) -> np.ndarray:
+        """What it adds to a request's first token at `rate` requests/s with `decoders` running: its first-token work,
+        shared with the rest, stretched to x / (1 − ρ) (M/G/1 processor sharing); inf at or past its capacity."""
+        busy = self.busy(rate, gen)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(busy < 1, (self.request_s + burst) / (1 - busy), np.inf)
+            return np.where(busy < 1, self.first_token_work(decoders) / (1 - busy), np.inf)
 
     def capacity(self, gen) -> float:
         """Requests/s the front end passes at most, 1 / w (inf where it costs nothing)."""

@@ -166,22 +166,28 @@ class PrefillFirstSteps:
             return steady_closed_loop(model, concurrency, requests)
         wave = self.cohort(concurrency)
         held = wave["held"]
-        # past the KV pool's (or the batch cap's) sequences, or the front end's capacity, the rest queue: C / λ = E2E
-        rate = np.minimum(held / wave["e2e_s"], model.front_end.capacity(model.G))
-        queued = np.maximum(concurrency - rate * wave["e2e_s"], 0.0)
+        queued = np.maximum(concurrency - held, 0.0)  # past the KV pool's (or the batch cap's) sequences: they queue
+        # Little with the front end shared (roofline.serving.front_end): λ (E + F / (1 − λ w)) = held, F its work before
+        # a first token, w a request's; the root with λ w < 1, in the form that holds at w = 0 (λ = held / (E + F))
+        cohort, front_end = wave["e2e_s"], model.front_end
+        work, first = float(front_end.work(model.G)), front_end.first_token_work(held)
+        both = cohort + first + held * work
+        rate = 2 * held / (both + np.sqrt(np.maximum(both ** 2 - 4 * cohort * work * held, 0.0)))
+        front = first / (1 - rate * work)
         wait = queued / rate
         decode = self.decode_step(held)
         prefill_steps = np.ceil(held * model.P / model.policy.token_budget)
         full = self.prefill_step(float(model.policy.token_budget), model.policy.token_budget / model.P)
         out = {"rate": rate, "saturated": np.zeros(concurrency.shape, dtype=bool), "tpot_s": wave["tpot_s"],
-               "ttft_s": wave["ttft_s"] + wait, "e2e_s": wave["e2e_s"] + wait, "in_flight": held, "decoders": held,
+               "ttft_s": wave["ttft_s"] + front + wait, "e2e_s": wave["e2e_s"] + front + wait, "in_flight": held,
+               "decoders": held,
                "decode_step_s": decode, "mixed_step_s": np.full(concurrency.shape, full),
                "tpot_inflation": wave["tpot_s"] / decode - 1, "step_s": wave["e2e_s"] / (model.G - 1 + prefill_steps),
                "prefill_share": prefill_steps / (model.G - 1 + prefill_steps), "ttft_queue_s": wait,
-               "ttft_front_end_s": np.zeros(concurrency.shape),  # a cohort arrives staggered: no queue below capacity
+               "ttft_front_end_s": front,
                "ttft_prefill_s": wave["ttft_s"] - model.request_overhead_s,
                "goodput_tokens_per_s": rate * model.G, "goodput_requests_per_s": rate, "concurrency": concurrency,
-               "queued": queued, "ttft_steady_s": wave["ttft_s"] + wait}
+               "queued": queued, "ttft_steady_s": wave["ttft_s"] + front + wait}
         if requests is not None:
             out["ttft_first_wave_s"] = np.zeros(concurrency.shape)
         return out
