@@ -54,7 +54,7 @@ class FrontEnd:
     @property
     def alone_s(self) -> float:
         """What it adds to a lone request's first token on an idle server: its submission and its first chunk."""
-        return self.request_s + self.chunk_s / max(1, self.postprocess_workers)
+        return float(self.first_token_work(0.0))
 
     @property
     def idle(self) -> bool:
