@@ -128,7 +128,9 @@ class SharedFrontEnd:
         heapq.heappush(self.ends, (finish, self.order, key))
 
     def advance(self, until: float, stop=None) -> None:
-        """Serve up to time `until` (inf: until nothing is left), or until `stop()` is true after an event."""
+        """Serve up to time `until` (inf: until nothing is left), or until `stop()` is true after an event (and every
+        other event at that instant: jobs that end together reach the scheduler together)."""
+        stopping = False
         while True:
             while self.ends and self.finish.get(self.ends[0][2]) != self.ends[0][0]:
                 heapq.heappop(self.ends)  # a stream's job that grew since, or one that ended
@@ -136,6 +138,8 @@ class SharedFrontEnd:
             ends = self.t + max(self.ends[0][0] - self.served, 0.0) * jobs if jobs else math.inf
             send = self.sends[0][0] if self.sends else math.inf
             event = min(ends, send)
+            if stopping and event > self.t:
+                return
             if event > until or event == math.inf:
                 if math.isfinite(until) and until > self.t:
                     self.served += (until - self.t) / jobs if jobs else 0.0
@@ -153,5 +157,4 @@ class SharedFrontEnd:
             else:
                 _, request = heapq.heappop(self.sends)
                 self._add(("submit", request), self.served + self.front.request_s)
-            if stop is not None and stop():
-                return
+            stopping = stopping or (stop is not None and stop())
