@@ -351,7 +351,8 @@ class Deployment:
             count = ALLTOALLS_PER_MOE_LAYER * self.config.layer_mlp.count(MOE)
             own = tokens / self.ep if rank_tokens is None else rank_tokens
             sent = alltoall_send_bytes(own, self.config.top_k, row_bytes, self.ep)
-            out.append((OpName("ep", "all-to-all"), count, count * (latency + sent / bandwidth)))
+            out.append((OpName("ep", "all-to-all"), count,
+                        count * (latency + self.engine.alltoall_overhead_s + sent / bandwidth)))
         return out
 
     def fixed_rows(self, sequences, compiled: CompiledPhase) -> list[tuple[OpName, int, object]]:

@@ -121,6 +121,12 @@ PARAMETERS = {
     "disagg_handoff_s": ("s", 0.0, 10.0, "per request, once, in a disaggregated TTFT: the prefill-to-decode handoff "
                          "beyond the KV bytes"),
     "allreduce_latency_s": ("s", 0.0, 1e-2, "one all-reduce's fixed latency over 2 GPUs (two a layer under tp)"),
+    # An expert-parallel all-to-all (a MoE layer's dispatch, then its combine) is a kernel of its own, not the link's
+    # one hop: a layout pass (which rank gets which rows), a handshake between every pair of ranks, the rows' copies.
+    # DeepEP's low-latency kernels, written for decode, take 77 us to dispatch and 114 us to combine 128 tokens over
+    # 8 ranks (H800; github:deepseek-ai/DeepEP docs/legacy.md); 10 ms is a typo.
+    "alltoall_overhead_s": ("s", 0.0, 1e-2, "per expert-parallel all-to-all (a dispatch or a combine), beyond the "
+                            "link's latency and its rows' bytes"),
     # A small all-reduce's latency grows with its group: vLLM's custom all-reduce on H100 takes 8.7 / 9.2 / 11.8 us
     # at 32 KB and 12.9 / 20.6 / 24.1 us at 256 KB over 2 / 4 / 8 GPUs (sglang PR #2904); 1 ms a doubling is a typo.
     "allreduce_doubling_s": ("s", 0.0, 1e-3, "what each doubling of the tensor-parallel group past 2 GPUs adds to "
@@ -136,13 +142,13 @@ PARAMETERS = {
 }
 # Absent from a file: the hardware's link latency; the sharp roofline (attention: the weight GEMMs');
 # no re-reads; no disaggregation handoff (no disaggregated rows pin it); no per-sequence host work; no fixed time
-# an op beyond the per-layer one; no per-layer dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2;
-# routed experts streaming and computing as fast as the dense weights, and no MoE layer floor; a front end that
-# costs nothing.
-OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "corner", "attention_corner", "gqa_rereads", "disagg_handoff_s",
-            "sequence_overhead_s", "request_op_overhead_s", "op_overhead_s", "frontend_request_s", "frontend_chunk_s",
-            "expert_bandwidth_efficiency", "expert_flops_efficiency", "expert_layer_overhead_s",
-            "expert_slice_half_columns")
+# an op beyond the per-layer one; no per-layer dispatch of a prompt; an all-reduce as slow over 8 GPUs as over 2,
+# an all-to-all that costs its link's latency and bytes alone; routed experts streaming and computing as fast as
+# the dense weights, and no MoE layer floor; a front end that costs nothing.
+OPTIONAL = ("allreduce_latency_s", "allreduce_doubling_s", "alltoall_overhead_s", "corner", "attention_corner",
+            "gqa_rereads", "disagg_handoff_s", "sequence_overhead_s", "request_op_overhead_s", "op_overhead_s",
+            "frontend_request_s", "frontend_chunk_s", "expert_bandwidth_efficiency", "expert_flops_efficiency",
+            "expert_layer_overhead_s", "expert_slice_half_columns")
 NONE_ALLOWED = ("allreduce_latency_s", "attention_corner")  # None: the hardware's link latency; `corner`
 QUANTIZED = "quantized_efficiency"  # weight format -> fraction of bandwidth_efficiency its GEMV reaches
 EXPERT_FLOPS_BY_FORMAT = "expert_flops_efficiency_by_format"  # experts' format -> its grouped GEMMs' share
@@ -196,6 +202,7 @@ class Engine:
     disagg_handoff_s: float = 0.0  # absent from a file: no disaggregated rows pin it
     allreduce_latency_s: float | None = None  # None: the hardware file's (or the assumed default)
     allreduce_doubling_s: float = 0.0  # added to the all-reduce latency per doubling of the group past 2 GPUs
+    alltoall_overhead_s: float = 0.0  # per expert-parallel all-to-all, beyond the link (Deployment.collectives)
     corner: float = math.inf
     attention_corner: float | None = None  # None: `corner`
     gqa_rereads: float = 0.0

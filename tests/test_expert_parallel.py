@@ -1,5 +1,6 @@
 """Expert parallelism: experts touched and all-to-all bytes against simulated routing, the step against the library."""
 import itertools
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,6 +10,8 @@ from roofline.compiled import compile_model
 from roofline.serving.expert_parallel import alltoall_bytes, analyze_expert_parallel, ep_sym, experts_touched_per_gpu
 from roofline.symbols import B, D, E, T, b_a, k
 from roofline.deployment import Deployment
+from roofline.engine import IDEAL
+from roofline.model import DECODE
 
 H100 = load_hardware("h100-sxm")
 
@@ -78,6 +81,19 @@ def test_mixtral_on_eight_gpus_reads_a_share_of_the_touched_experts_and_pays_two
     assert out.workspace_bytes == analyze(config, H100, batch=[2], prompt=512).metrics["workspace_bytes"].iloc[0] > 0
 
 
+def test_an_engines_alltoall_cost_adds_to_each_of_the_two_alltoalls_of_every_moe_layer_by_hand():
+    # Mixtral on 8 GPUs, 16 sequences: 32 MoE layers, a dispatch and a combine each; 100 us beyond the link apiece
+    plain = analyze_expert_parallel(Deployment.of("mixtral-8x7b", H100, ep=8), batch=16, prompt=512)
+    costly = analyze_expert_parallel(Deployment.of("mixtral-8x7b", H100, ep=8,
+                                                   engine=replace(IDEAL, alltoall_overhead_s=1e-4)), batch=16, prompt=512)
+    assert costly.comm_s - plain.comm_s == pytest.approx(2 * 32 * 1e-4)
+    assert costly.tpot_s - plain.tpot_s == pytest.approx(2 * 32 * 1e-4)
+    # tensor parallelism has no all-to-all: the cost leaves it as it was
+    plain_tp, costly_tp = (Deployment.of("mixtral-8x7b", H100, tp=8, engine=e).step(DECODE, 16.0, 512.0).total_s
+                           for e in (IDEAL, replace(IDEAL, alltoall_overhead_s=1e-4)))
+    assert float(plain_tp) == float(costly_tp)
+
+
 def test_spreading_experts_cuts_per_gpu_memory_and_decode_time():
     one = analyze_expert_parallel(Deployment.of("deepseek-v2-lite", H100, ep=1), batch=64)
     eight = analyze_expert_parallel(Deployment.of("deepseek-v2-lite", H100, ep=8), batch=64)
@@ -132,3 +148,14 @@ def test_a_steps_chunks_add_their_rank_excess_until_they_fill_every_rank():
     assert rank_excess_seconds(1.0, 8, 800.0, 8.0) == 0.0 and rank_excess_seconds(1.0, 8, 800.0, 16.0) == 0.0
     assert rank_excess_per_token(Deployment.of("mixtral-8x7b", H100, ep=1), 2048) == 0.0
     assert rank_excess_per_token(Deployment.of("mixtral-8x7b", H100, ep=8), 2048) > 0.0
+
+
+def test_only_rows_under_expert_parallelism_pin_the_alltoall_cost():
+    from types import SimpleNamespace
+
+    from roofline.fitting.engine_fit import identified
+    from roofline.fitting.published import read_rows
+    published = read_rows()  # one GPU or tensor parallel: none has an all-to-all
+    assert identified(["alltoall_overhead_s"], published) == []
+    spread = SimpleNamespace(**{**vars(published[0]), "model": "mixtral-8x7b", "ep": 2})
+    assert identified(["alltoall_overhead_s"], [*published, spread]) == ["alltoall_overhead_s"]

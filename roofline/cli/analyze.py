@@ -294,6 +294,8 @@ def _engine_text(engine) -> str:
     latency = "" if engine.allreduce_latency_s is None else f", all-reduce {fmt_seconds(engine.allreduce_latency_s)}"
     if engine.allreduce_doubling_s:
         latency += f" over 2 GPUs, +{fmt_seconds(engine.allreduce_doubling_s)} a doubling"
+    if engine.alltoall_overhead_s:
+        latency += f", +{fmt_seconds(engine.alltoall_overhead_s)} an expert-parallel all-to-all"
     if engine.allreduce.algorithm != RING:
         latency += (f" ({engine.allreduce.algorithm}: one shot up to {fmt_bytes(engine.allreduce.one_shot_max_bytes)}, "
                     f"{engine.allreduce.bandwidth_share:.2f} of the link)")

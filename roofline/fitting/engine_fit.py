@@ -39,13 +39,15 @@ def log_errors(rows: list[Row]):
 def identified(names: list[str], rows: list[Row]) -> list[str]:
     """The parameters these rows can move: a quantized format's efficiency needs a row in that format (an expert
     GEMM's format a row of a MoE model with its experts in it), an all-reduce latency a row on several GPUs (its
-    growth a row on more than 2), a request overhead a TTFT or throughput row; the front end's terms none of them
-    (roofline.fitting.serving_fit fits those to rows under load)."""
+    growth a row on more than 2), an all-to-all's cost a row under expert parallelism, a request overhead a TTFT or
+    throughput row; the front end's terms none of them (roofline.fitting.serving_fit fits those to rows under load)."""
     kept = []
     for name in pinned_formats(names, rows):
         if name == "allreduce_latency_s" and not any(row.tp > 1 for row in rows):
             continue
         if name == "allreduce_doubling_s" and not any(row.tp > 2 for row in rows):
+            continue
+        if name == "alltoall_overhead_s" and not any(getattr(row, "ep", 1) > 1 for row in rows):
             continue
         if name == "gqa_rereads" and not any(_grouped(row.model) for row in rows):
             continue
