@@ -39,8 +39,8 @@ TERMS = (("kernel roofs", ("roofs",)),
          ("expert GEMMs", ("expert_flops_efficiency", EXPERT_FLOPS_BY_FORMAT, "expert_slice_half_columns")),
          ("MoE layer floor", ("expert_layer_overhead_s",)),
          ("launch", ("layer_overhead_s", "op_overhead_s")), ("host", ("step_overhead_s",)),
-         ("host per sequence", ("sequence_overhead_s",)), ("collectives", ("allreduce_latency_s", "allreduce_doubling_s",
-                                                                       "alltoall_overhead_s")))
+         ("host per sequence", ("sequence_overhead_s",)),
+         ("collectives", ("allreduce_latency_s", "allreduce_doubling_s", "alltoall_overhead_s")))
 # paid once per request, in TTFT; the front end's terms load the server's front end, not the GPUs' step
 NOT_IN_DECODE = ("request_overhead_s", "request_op_overhead_s", "disagg_handoff_s", "frontend_request_s",
                  "frontend_chunk_s")
