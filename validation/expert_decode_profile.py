@@ -12,7 +12,9 @@ expert touched, 1-16 rows an expert, experts loaded evenly, no expert parallelis
               tile computes whatever the tokens, as the kernel's own large-row rate would price them;
   tile        with --engine: the rows at which that profile's routed-expert FLOP/s (the 16-bit peak x
               flops_efficiency x the format's expert share x the slice share, bounds.Roofs.of) would price the
-              measured decode time as a tile's compute. README, "vLLM's MXFP4 experts wait on the SMs at decode".
+              measured decode time as a tile's compute; "at the peak": the 16-bit peak x the slice share alone, a
+              floor apart from the fitted efficiencies, the faster device's time per shape and split.
+              README, "vLLM's MXFP4 experts wait on the SMs at decode".
 
 Run (the package is not a dependency; any venv with pandas and pyarrow reads it):
   python -m validation.expert_decode_profile --aic /path/to/aiconfigurator_core/systems/data [--engine vllm]
@@ -66,12 +68,13 @@ def device_ratio(table) -> float:
     return float((by["h100_sxm"] / by["h200_sxm"]).dropna().median())
 
 
-def tile_rows(table, engine_name: str, fmt: str) -> np.ndarray:
-    """Per point, the rows at which `engine_name`'s expert roof for `fmt` prices the measured decode time."""
+def tile_rows(table, engine_name: str, fmt: str, at_peak: bool = False) -> np.ndarray:
+    """Per point, the rows at which `engine_name`'s expert roof for `fmt` prices the measured decode time; at_peak:
+    at the 16-bit peak times the profile's slice share alone (a floor apart from the fitted efficiencies)."""
     from roofline.engine import load_engine
     from roofline.hardware import load_hardware
     engine = load_engine(engine_name)
-    share = engine.flops_efficiency * engine.expert_gemm_efficiency(fmt)
+    share = 1.0 if at_peak else engine.flops_efficiency * engine.expert_gemm_efficiency(fmt)
     roof = np.array([load_hardware(DEVICES[d]).peak("bf16") * share * engine.expert_slice_share(c)
                      for d, c in zip(table.device, table["columns"])])
     return table.decode_ms.to_numpy() * 1e-3 * roof / (2.0 * table.elements.to_numpy())
@@ -93,6 +96,10 @@ def main(argv=None) -> int:
         if args.engine and fmt in ("mxfp4", "int4"):  # the formats unpacked in the mainloop: a tile floor
             tiles = tile_rows(table, args.engine, fmt)
             line += f"  tile under {args.engine} {np.median(tiles):5.1f} ({tiles.min():.0f}-{tiles.max():.0f})"
+            # a floor apart from the fits: at the peak, no more than the faster device's time (per shape and split)
+            keys = [table[k] for k in ("hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size")]
+            floor = table.assign(t=tile_rows(table, args.engine, fmt, at_peak=True)).groupby(keys).t.min()
+            line += f", at the peak {floor.median():5.1f}"
         print(line)
     return 0
 
