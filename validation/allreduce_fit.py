@@ -20,7 +20,8 @@ import numpy as np
 from roofline.allreduce import ONE_OR_TWO_SHOT, AllReduceKernel
 from roofline.hardware import load_hardware
 
-DEVICES = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}  # AIConfigurator's name -> the project's
+from .aic_profile import DEVICES
+
 VALUE_BYTES = 2  # bf16
 
 

@@ -26,22 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .expert_slice_fit import GATED, MIN_TOKENS, RELEASES
+from .aic_profile import DEVICES, RELEASES, tables
+from .expert_slice_fit import GATED, MIN_TOKENS
 
-DEVICES = {"h100_sxm": "h100-sxm", "h200_sxm": "h200"}  # AIConfigurator's system -> the project's device
 FORMATS = {"w4a16_mxfp4": "mxfp4", "int4_wo": "int4", "fp8_block": "fp8", "bfloat16": "bf16"}  # AIC -> ours
 DECODE_ROWS = (1.0, 16.0)  # rows an expert at decode: every expert touched, well under any tile
 
 
 def points(data: Path, engine: str, dtype: str):
     """Per (shape, moe_tp, device): the median decode latency (ms) and the large-row time a row costs (ms)."""
-    import pandas as pd  # only this script reads parquet
+    import pandas as pd  # only these scripts read parquet
     frames = []
-    for device in DEVICES:
-        path = data / device / "moe" / engine / RELEASES[engine] / "moe_perf.parquet"
-        if not path.is_file():
-            continue
-        table = pd.read_parquet(path)
+    for device, table in tables(data, "moe", engine, "moe_perf"):
         table = table[(table.distribution == "balanced") & ~table.kernel_source.str.contains("nongated")
                       & (table.moe_dtype == dtype) & (table.moe_ep_size == 1)]
         table = table.assign(rows=table.num_tokens * table.topk / table.num_experts, device=device)

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-RELEASES = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
-DEVICES = {"h100_sxm": 1978.9e12, "h200_sxm": 1978.9e12}  # the fp8 dense peak (bf16: half of it)
+from .aic_profile import RELEASES, tables
+
+FP8_PEAK = 1978.9e12  # the H100's and H200's dense fp8 peak (bf16: half of it)
 DTYPES = {"fp8_block": 1.0, "fp8": 1.0, "bfloat16": 0.5}  # dtype -> its peak over the fp8 peak
 GATED = 3  # gate, up and down projections of a gated expert
 MIN_TOKENS = 8192
@@ -27,18 +28,19 @@ MIN_TOKENS = 8192
 
 def points(data: Path, engine: str, dtype: str):
     """(N, fraction, shape key) of the compute-bound, tp-only points of one engine's fused MoE in one dtype."""
-    import pandas as pd  # only this script reads parquet
+    import pandas as pd  # only these scripts read parquet
     frames = []
-    for device, peak in DEVICES.items():
-        table = pd.read_parquet(data / device / "moe" / engine / RELEASES[engine] / "moe_perf.parquet")
+    for device, table in tables(data, "moe", engine, "moe_perf"):
         table = table[(table.distribution == "balanced") & ~table.kernel_source.str.contains("nongated")
                       & (table.moe_dtype == dtype) & (table.moe_ep_size == 1) & (table.num_tokens >= MIN_TOKENS)]
         keys = ["num_tokens", "hidden_size", "inter_size", "topk", "num_experts", "moe_tp_size"]
         table = table.groupby(keys, as_index=False).latency.min().assign(device=device)
         flops = GATED * 2.0 * table.hidden_size * table.inter_size * table.num_tokens * table.topk / table.moe_tp_size
-        table["fraction"] = flops / (table.latency * 1e-3) / (peak * DTYPES[dtype])
+        table["fraction"] = flops / (table.latency * 1e-3) / (FP8_PEAK * DTYPES[dtype])
         table["columns"] = table.inter_size / table.moe_tp_size
         frames.append(table)
+    if not frames:
+        return pd.DataFrame()
     table = pd.concat(frames)
     table["shape"] = (table.device + ":" + table.hidden_size.astype(str) + "x" + table.inter_size.astype(str) + "x"
                       + table.num_experts.astype(str) + "x" + table.topk.astype(str))

@@ -18,21 +18,17 @@ from pathlib import Path
 
 import numpy as np
 
-RELEASES = {"trtllm": "1.3.0rc20", "vllm": "0.24.0", "sglang": "0.5.14"}
-DEVICES = ("h100_sxm", "h200_sxm")
+from .aic_profile import RELEASES, tables
+
 PEAKS = {"bfloat16": 989.4e12, "fp8": 1978.9e12, "fp8_block": 1978.9e12}  # the H100/H200 dense peak per dtype
 MIN_ROWS, SIDES = 1024, (256, 65536)
 
 
 def points(data: Path, engine: str, dtype: str):
     """(M, N, K, fraction, device) of one engine's GEMMs in one dtype: the fastest timing of each shape."""
-    import pandas as pd  # only this script reads parquet
+    import pandas as pd  # only these scripts read parquet
     frames = []
-    for device in DEVICES:
-        path = data / device / "gemm" / engine / RELEASES[engine] / "gemm_perf.parquet"
-        if not path.is_file():
-            continue
-        table = pd.read_parquet(path)
+    for device, table in tables(data, "gemm", engine, "gemm_perf"):
         table = table[(table.gemm_dtype == dtype) & (table.m >= MIN_ROWS) & table.n.between(*SIDES)
                       & table.k.between(*SIDES)]
         table = table.groupby(["m", "n", "k"], as_index=False).latency.min().assign(device=device)
