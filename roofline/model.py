@@ -23,6 +23,7 @@ QUERIES = "queries"  # a step of T query tokens per sequence, T left free (specu
 ATTENTION_IMPLS = ("flash", "eager")
 MLA_FORMS = ("absorbed", "naive", "expanded")
 LOGITS = ("last", "all")
+EXPERTS_READ = ("routed", "all")
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,18 @@ class Options:
     attention: 'flash' (scores on chip, masked blocks skipped) or 'eager' (full score matrix).
     mla_form: MLA decode form; prefill always decompresses unless the cache itself is 'expanded'.
     logits: prefill computes logits for the 'last' token (serving engines) or 'all' (Hugging Face).
+    experts_read: the routed experts a step reads: 'routed', the distinct experts its tokens choose (expected under
+    uniform routing), or 'all', every expert's weights each step whatever the routing (what one measured engine
+    release's decode costs: roofline.fitting.serving_rows.EXPERTS_READ_WHOLE_SOURCES).
     """
     attention: str = "flash"
     mla_form: str = "absorbed"
     logits: str = "last"
+    experts_read: str = "routed"
 
     def __post_init__(self):
-        for field, allowed in (("attention", ATTENTION_IMPLS), ("mla_form", MLA_FORMS), ("logits", LOGITS)):
+        for field, allowed in (("attention", ATTENTION_IMPLS), ("mla_form", MLA_FORMS), ("logits", LOGITS),
+                               ("experts_read", EXPERTS_READ)):
             if getattr(self, field) not in allowed:
                 raise ValueError(f"{field}: unknown value {getattr(self, field)!r}; use one of {', '.join(allowed)}")
 
@@ -100,7 +106,7 @@ def layer_ops(cfg: ModelConfig, attention_kind: str, mlp_kind: str, options: Opt
     elif attention_kind != NONE:
         ops += attention_ops(cfg, attention_kind, options, phase)
     if mlp_kind != NONE:
-        ops += (compressed_ops.hyper_connection("ffn_hc") if cfg.hc_streams else []) + mlp_ops(cfg, mlp_kind)
+        ops += (compressed_ops.hyper_connection("ffn_hc") if cfg.hc_streams else []) + mlp_ops(cfg, mlp_kind, options)
     return ops
 
 
@@ -146,14 +152,15 @@ def reshaped(ops: list[o.Op], shares) -> list[o.Op]:
     return [op.map(bind) for op in ops]
 
 
-def mlp_ops(cfg: ModelConfig, mlp_kind: str) -> list[o.Op]:
+def mlp_ops(cfg: ModelConfig, mlp_kind: str, options: Options = Options()) -> list[o.Op]:
     ops = [o.norm("mlp_norm", D, cfg.layer_norm)]
+    every_expert = options.experts_read == "all"
     if mlp_kind == MOE and cfg.dense_beside_moe:
-        ops += o.gated_mlp() + dense_beside_moe_ops()
+        ops += o.gated_mlp() + dense_beside_moe_ops(every_expert)
     elif mlp_kind == MOE:
         ops += o.moe_block(shared=cfg.n_shared_experts > 0, router_bias=cfg.router_bias,
                            router_param_bias=cfg.router_param_bias, expert_bias=cfg.expert_bias,
-                           gated=cfg.gated_mlp, latent=cfg.moe_latent > 0)
+                           gated=cfg.gated_mlp, latent=cfg.moe_latent > 0, every_expert=every_expert)
         if cfg.shared_expert_width:  # one shared MLP whose width is its own (not Es x Fe), gated as the dense MLP
             ops += (o.gated_mlp("shared_experts", Fs) if cfg.gated_mlp
                     else o.plain_mlp("shared_experts", bias=cfg.mlp_bias, width=Fs))
@@ -187,14 +194,14 @@ def attention_extras(cfg: ModelConfig, attention_kind: str) -> list[o.Op]:
     return ops
 
 
-def dense_beside_moe_ops() -> list[o.Op]:
+def dense_beside_moe_ops(every_expert: bool = False) -> list[o.Op]:
     """Gemma 4's MoE block, beside its dense MLP on the same normed residual: the MLP's output normed, the experts'
     input and output normed, the router's input RMS-normed without weight, then scaled by D weights, and each chosen
     expert's weight scaled by its own (E). The router's softmax and top-k are elementwise."""
     n = o.tokens()
     return ([o.norm("mlp.post_norm", D), o.norm("moe.pre_norm", D), o.elementwise("router.norm", n * D, n * D),
              o.Op("router.scales", Cost(weights=b_w * (D + E)), D + E)]
-            + o.moe_block(shared=False) + [o.norm("moe.post_norm", D)])
+            + o.moe_block(shared=False, every_expert=every_expert) + [o.norm("moe.post_norm", D)])
 
 
 def symbolic_ops(cfg: ModelConfig, options: Options = Options(), phase: str = DECODE) -> list[PlacedOp]:

@@ -269,7 +269,7 @@ def expected_experts_touched() -> sp.Expr:
 
 
 def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bias=False, gated=True,
-              latent=False) -> list[Op]:
+              latent=False, every_expert=False) -> list[Op]:
     """Router, shared experts (dense, always on), and k of E routed experts per token.
 
     Routed weights read: only the experts the batch touches (expected count under uniform routing),
@@ -280,6 +280,7 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     expert_bias: each expert's projections carry biases (gpt-oss). gated=False: each expert is an up/down MLP
     (Nemotron-H's relu^2). latent: the experts run in Dl, between a down-projection D -> Dl and an
     up-projection Dl -> D of the routed tokens (Nemotron-3 Super/Ultra's latent MoE; the shared expert stays in D).
+    every_expert: every routed expert's weights are read each step, whatever the routing (Options.experts_read 'all').
     """
     n = tokens()
     router = linear("router", D, E, bias=router_param_bias)
@@ -289,7 +290,8 @@ def moe_block(shared=True, router_bias=False, router_param_bias=False, expert_bi
     if shared:
         ops += gated_mlp("shared_experts", Es * Fe)
     expert = gated_mlp if gated else plain_mlp
-    experts = expert("experts", bias=expert_bias, width=Fe, n=n * k, copies=E, copies_read=expected_experts_touched(),
+    experts = expert("experts", bias=expert_bias, width=Fe, n=n * k, copies=E,
+                     copies_read=E if every_expert else expected_experts_touched(),
                      routed=True, d_in=Dl if latent else D)
     if latent:  # X_l (n, Dl) = X (n, D) @ W_in (D, Dl) before the experts; Y (n, D) = Y_l @ W_out (Dl, D) after
         experts = [linear("moe_latent.in", D, Dl)] + experts + [linear("moe_latent.out", Dl, D)]

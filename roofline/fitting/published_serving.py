@@ -35,7 +35,7 @@ from ..deployment import Deployment
 from ..engine import IDEAL
 from ..engine import Engine
 from ..hardware import load_hardware
-from ..model import DECODE, PREFILL, decode_context
+from ..model import DECODE, PREFILL, Options, decode_context
 from ..precision import Precision
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .clients import run_requests
@@ -68,6 +68,7 @@ class ServingRow:
     formats: Precision | None = None  # weights, routed experts and KV formats; None: Precision(weights=weights)
     # the benchmark's TTFT counts one completion interval E2E / C of the closed loop (serving_rows' docstring)
     ttft_includes_completion_interval: bool = False
+    experts_read: str = "routed"  # the routed experts its decode reads (Options.experts_read; serving_rows' docstring)
     launch: Launch | None = None  # the public launch script's memory fraction (launches); None: the profile's
     token_budget: int | None = None  # the launch script's token budget at this row; None: the profile's
     requests: int | None = None  # the run's requests where its client is known (clients); None: RUN_REQUESTS_PER_CLIENT C
@@ -140,8 +141,9 @@ def _deployment(row: ServingRow, engine: Engine) -> Deployment:
     precision = row.precision
     if precision.weights == "fp8":  # W8A8 fp8; int4 and nvfp4 on Hopper are weight-only (bf16 GEMMs)
         precision = replace(precision, activations="fp8")
-    return Deployment(load_model(row.model), load_hardware(row.hardware), precision, tp=row.tp, ep=row.ep,
-                      expert_tp=row.expert_tp, engine=engine)
+    return Deployment(load_model(row.model), load_hardware(row.hardware), precision,
+                      Options(experts_read=row.experts_read), tp=row.tp, ep=row.ep, expert_tp=row.expert_tp,
+                      engine=engine)
 
 
 def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
@@ -151,8 +153,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     for i, row in enumerate(rows):
         # one load model a deployment, workload and token budget (a launch's may vary with the concurrency)
         budget = engine.scheduler.token_budget if row.token_budget is None else row.token_budget
-        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.launch, budget,
-                           row.prompt, row.gen), []).append(i)
+        groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.experts_read,
+                           row.launch, budget, row.prompt, row.gen), []).append(i)
     for (*_, budget, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)

@@ -59,6 +59,20 @@ ms). Every other source's median is within Â±0.1 but SGLang's Qwen3-32B file (âˆ
 the fewer arrivals a second the less prefill ahead, which the load model prices): no client wait there
 (tests/test_serving_rows.py derives both from the file). Such a row's predicted TTFT adds E2E / C before it is
 compared (published_serving.predict); it is the benchmark's convention, not a cost of the engine.
+Every routed expert read at decode, in the rows of one source (EXPERTS_READ_WHOLE_SOURCES: vLLM 0.12.0's
+`source_file=Qwen_Qwen3-235B-A22B-FP8.csv`, H200, 45 rows read): their TPOT is flat in the load where the routed
+experts' bytes are not. On 2 GPUs (attention tp 2, or tp 1 with data-parallel attention), requests of >= 500 output
+tokens measure 51.4-58.6 ms from C 6 to 20, where uniform routing of C x 8 choices touches 32% -> 73% of the 128
+experts; on 4 GPUs at attention tp 4, 33.7-36.9 ms from C 14 to 48 (touched 59% -> 95%). Priced with every expert a
+GPU holds read each step (Options.experts_read "all"), the vllm profile's step is that level at both widths; priced
+with the touched experts, the rows at attention tp 2 were 19-44% fast. The same engine's 0.18.0 rows of a MoE rise with
+the load as the touched experts do (MiniMax-M2.5 fp8 on 8 H200s, 1024 in and out: 8.0 -> 23.5 ms from C 4 to 128),
+and NVIDIA's kernel profile of vLLM 0.24.0 (AIConfigurator 0.12.0 `cli estimate`) gives the 2-GPU row at C 16
+33.8 ms (measured 51.4). Nor is it the layout's collectives: vLLM runs expert parallelism inside tp with one
+all-reduce a layer and an all-to-all only under data-parallel attention (`use_all2all_kernels = dp_size > 1 and
+use_ep`, vllm/model_executor/layers/fused_moe/config.py), and the two layouts measure alike (medians 52.1 and 57.4
+ms). What in that release reads them is not pinned by the rows (tests/test_experts_read_whole.py derives the above
+from the file).
 """
 from __future__ import annotations
 
@@ -89,6 +103,8 @@ ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_")  # an id's worker: GP
 MULTIPLIED_COLUMNS = ("tp_size", "attention_dp_size", "moe_tp_size")  # the layout columns but moe_ep_size
 # (backend, source file) whose benchmark's TTFT counts one completion interval E2E / C (the docstring's evidence)
 COMPLETION_INTERVAL_SOURCES = frozenset({("trtllm", "meta-llama_Llama-3.1-8B-Instruct.csv")})
+# (backend, source file) whose decode reads every routed expert a GPU holds each step (the docstring's evidence)
+EXPERTS_READ_WHOLE_SOURCES = frozenset({("vllm", "Qwen_Qwen3-235B-A22B-FP8.csv")})
 REQUIRED = ("id", "backend", "model_path", "system", "mode", "isl", "osl", "batch_size", "tp_size",
             "silicon_ttft_ms", "silicon_tpot_ms")
 
@@ -218,6 +234,11 @@ def ttft_includes_completion_interval(raw: dict) -> bool:
     return (raw.get("backend"), source_file(raw)) in COMPLETION_INTERVAL_SOURCES
 
 
+def experts_read(raw: dict) -> str:
+    """The routed experts the row's decode reads (Options.experts_read): "all" in EXPERTS_READ_WHOLE_SOURCES."""
+    return "all" if (raw.get("backend"), source_file(raw)) in EXPERTS_READ_WHOLE_SOURCES else "routed"
+
+
 def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_formats=None) -> dict | str:
     """An aggregated row's fields for ServingRow, or the reason it is left out (one of REASONS); a value that
     is no number raises naming its field. models, systems, read_formats: the checkpoints, devices and format
@@ -249,5 +270,6 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
                 formats=precision, concurrency=concurrency(raw), prompt=prompt,
                 gen=gen, ttft_s=_seconds(raw, "silicon_ttft_ms"),
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),
-                ttft_includes_completion_interval=ttft_includes_completion_interval(raw), launch=launch,
+                ttft_includes_completion_interval=ttft_includes_completion_interval(raw),
+                experts_read=experts_read(raw), launch=launch,
                 token_budget=token_budget)
