@@ -16,11 +16,14 @@ SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / 
 MOSTLY_DECODE = 500  # output tokens from which a request's steps are mostly decode, whatever the prompt's chunks
 
 
-def _routed_weight_bytes(d: Deployment, batch: float) -> float:
-    """The routed experts' weight bytes one decode step reads, from the pricer's own counts."""
+FLOPS, WEIGHTS = 0, 1  # Deployment.components' columns
+
+
+def _routed(d: Deployment, batch: float, column: int) -> float:
+    """The routed experts' FLOPs or weight bytes of one decode step (all layers), from the pricer's own counts."""
     compiled = d.phase(DECODE)
     counts = d.components(compiled, batch, 512.0)
-    return sum(float(np.sum(c[1])) for name, c in zip(compiled.ops, counts) if is_routed(name))
+    return sum(float(np.sum(c[column])) for name, c in zip(compiled.ops, counts) if is_routed(name))
 
 
 def test_reading_every_expert_streams_all_e_experts_where_routing_touches_k():
@@ -28,13 +31,11 @@ def test_reading_every_expert_streams_all_e_experts_where_routing_touches_k():
     expert_bytes = 32 * 3 * 4096 * 14336 * 2
     routed = Deployment.of("mixtral-8x7b", "h100-sxm")
     whole = Deployment.of("mixtral-8x7b", "h100-sxm", options=Options(experts_read="all"))
-    assert _routed_weight_bytes(routed, 1.0) == pytest.approx(2 * expert_bytes, rel=1e-9)
-    assert _routed_weight_bytes(whole, 1.0) == pytest.approx(8 * expert_bytes, rel=1e-9)
-    assert _routed_weight_bytes(whole, 64.0) == pytest.approx(8 * expert_bytes, rel=1e-9)  # flat in the batch
+    assert _routed(routed, 1.0, WEIGHTS) == pytest.approx(2 * expert_bytes, rel=1e-9)
+    assert _routed(whole, 1.0, WEIGHTS) == pytest.approx(8 * expert_bytes, rel=1e-9)
+    assert _routed(whole, 64.0, WEIGHTS) == pytest.approx(8 * expert_bytes, rel=1e-9)  # flat in the batch
     # the experts' FLOPs stay the tokens' (B k rows): a read, not a computation, of the untouched experts
-    flops = [sum(float(np.sum(c[0])) for name, c in zip(d.phase(DECODE).ops, d.components(d.phase(DECODE), 4.0, 512.0))
-                 if is_routed(name)) for d in (routed, whole)]
-    assert flops[1] == pytest.approx(flops[0])
+    assert _routed(whole, 4.0, FLOPS) == pytest.approx(_routed(routed, 4.0, FLOPS))
 
 
 def test_a_bad_experts_read_names_the_field():
