@@ -35,8 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..deployment import Deployment
-
-QUADRATURE_POINTS = 2049  # trapezoids over [0, Θ] (or the arrivals' reach): smooth integrands, 1e-5 of the wait
+from .held_prompts import hold_seconds
 
 
 def balances(d: Deployment) -> bool:
@@ -63,20 +62,9 @@ def balance_wait_seconds(rate, ranks: int, timeout_steps: int, step_s, decoders=
     rate, step_s, decoders = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (rate, step_s, decoders)))
     if ranks <= 1 or timeout_steps <= 0:
         return np.zeros(rate.shape)
-    period, lam = (timeout_steps * step_s)[..., None], rate[..., None]
-    # past e − 1 + 12 √e + 40 expected arrivals the prompts have closed but for ~1e-20: the grid stops there
-    with np.errstate(divide="ignore"):
-        reach = np.minimum(period, (ranks - 1 + 12 * np.sqrt(ranks) + 40) / lam)
-    t = reach * np.linspace(0.0, 1.0, QUADRATURE_POINTS)
-    fires_later = -np.expm1(-lam * (period - t)) / -np.expm1(-lam * period)  # P(R > t)
-    mean = lam * t
-    pmf, open_, held = np.exp(-mean), 0.0, 0.0  # p_0(λt); Σ p_j and Σ (j + 1) p_j over j < e − 1
-    for j in range(ranks - 1):
-        open_, held = open_ + pmf, held + (j + 1) * pmf
-        pmf = pmf * mean / (j + 1)
-    waited = np.trapezoid(fires_later * held, t, axis=-1)
-    prompts = 1 + rate * np.trapezoid(fires_later * open_, t, axis=-1)
-    return np.where(decoders >= ranks, waited / prompts, 0.0)
+    # a hold closes when e − 1 more prompts have come, or when the engine's counter, running apart from them, fires
+    wait, _ = hold_seconds(rate, ranks - 1, timeout_steps * step_s, clock_phase_random=True)
+    return np.where(decoders >= ranks, wait, 0.0)
 
 
 class BalanceGate:
