@@ -7,21 +7,23 @@ of the launch file is one (backend, model_path, system, measured date) group, re
 script on or before that date: the KV-cache format (TensorRT-LLM's `kv_cache_config: dtype`, vLLM's and SGLang's
 `--kv-cache-dtype`; blank where the script sets none: the engine's default, 16-bit for these checkpoints), the memory
 fraction (TensorRT-LLM `free_gpu_memory_fraction`, vLLM `--gpu-memory-utilization`, SGLang `--mem-fraction-static`:
-the fraction of the engine's own rule, roofline.kv_memory; blank: the profile's default), the token budget (TensorRT-LLM
-`--max_num_tokens`, vLLM `max-num-batched-tokens`, SGLang `--chunked-prefill-size`; a number, or the DeepSeek-R1
-scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the profile's), the
-output tokens a streamed chunk and the post-processing workers (TensorRT-LLM's `stream_interval` and
+the fraction of the engine's own rule, roofline.kv_memory; blank: the profile's default), the token budget
+(TensorRT-LLM `--max_num_tokens`, vLLM `max-num-batched-tokens`, SGLang `--chunked-prefill-size`; a number, or the
+DeepSeek-R1 scripts' rule "C+P+64 in 64s[, at least N]", (C + P + 64) rounded up to a multiple of 64; blank: the
+profile's), the output tokens a streamed chunk and the post-processing workers (TensorRT-LLM's `stream_interval` and
 `num_postprocess_workers`: every InferenceX TensorRT-LLM script sets 10, or 20 with 4 workers for gpt-oss; blank: the
-engine's defaults, 1 and 0; they set the load on the server's front end, roofline.serving.front_end), why a
-group is left out (a launch that is not what the row states), the client's length ratio, the script, the commit and
-the lines that say so. The length ratio r is InferenceX's `--random-range-ratio` (0.8 in every sweep): its client
-(utils/bench_serving/benchmark_serving.py, sample_uniform; kimbochen/bench_serving's the same before it) draws each
-request's input and output lengths uniformly over the whole numbers in [⌊r L⌋, L], and `--ignore-eos` holds the
-output to its draw. A row's `isl` and `osl` are then the largest lengths, not every request's: such a row is priced
-at the mean, (⌊r L⌋ + L) / 2 (921.5 tokens for 1024, 7,372.5 for 8192), to the nearest whole token. The ratio's
-sources: `random-range-ratio: 0.8` in .github/workflows/full-sweep-tmpl.yml (e06929c70, 9596d23d7), the default of
-benchmark-tmpl.yml (25506e87c) and `RANDOM_RANGE_RATIO: 0.8` from e28c038f8 on; the sampling, sample_uniform in
-utils/bench_serving/benchmark_serving.py (d053ae24e).
+engine's defaults, 1 and 0; they set the load on the server's front end, roofline.serving.front_end), the batch wait
+(TensorRT-LLM's batch_wait_timeout_iters and batch_wait_max_tokens_ratio, "T steps or r of the budget[ at ISL/OSL
+below tp N]", the script's condition on the stated lengths and tp; blank: off, its default;
+roofline.serving.batch_wait), why a group is left out (a launch that is not what the row states), the client's length
+ratio, the script, the commit and the lines that say so. The length ratio r is InferenceX's `--random-range-ratio`
+(0.8 in every sweep): its client (utils/bench_serving/benchmark_serving.py, sample_uniform; kimbochen/bench_serving's
+the same before it) draws each request's input and output lengths uniformly over the whole numbers in [⌊r L⌋, L], and
+`--ignore-eos` holds the output to its draw. A row's `isl` and `osl` are then the largest lengths, not every
+request's: such a row is priced at the mean, (⌊r L⌋ + L) / 2 (921.5 tokens for 1024, 7,372.5 for 8192), to the nearest
+whole token. The ratio's sources: `random-range-ratio: 0.8` in .github/workflows/full-sweep-tmpl.yml (e06929c70,
+9596d23d7), the default of benchmark-tmpl.yml (25506e87c) and `RANDOM_RANGE_RATIO: 0.8` from e28c038f8 on; the
+sampling, sample_uniform in utils/bench_serving/benchmark_serving.py (d053ae24e).
 
 Why it matters: the KV pool holds twice the sequences in fp8. TensorRT-LLM reserves a request's prompt and output
 blocks when it admits it (GUARANTEED_NO_EVICT), so past the pool the rest queue: Llama-3.3-70B fp8 on one H200, 1024
@@ -46,10 +48,29 @@ from ..precision import BITS
 
 LAUNCHES = DATA_DIR / "published" / "serving-launches.csv"
 COLUMNS = ("backend", "model_path", "system", "measured", "kv_cache_dtype", "memory_fraction", "token_budget",
-           "stream_interval", "postprocess_workers", "left_out", "length_ratio", "script", "commit", "evidence")
-OPTIONAL_COLUMNS = ("stream_interval", "postprocess_workers")  # a file without them: the engine's defaults
+           "stream_interval", "postprocess_workers", "batch_wait", "left_out", "length_ratio", "script", "commit",
+           "evidence")
+OPTIONAL_COLUMNS = ("stream_interval", "postprocess_workers", "batch_wait")  # a file without them: the engine's defaults
 MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
 BUDGET_RULE = re.compile(r"C\+P\+(\d+) in (\d+)s(?:, at least (\d+))?")
+BATCH_WAIT_RULE = re.compile(r"(\d+) steps or ([0-9.]+) of the budget(?: at (\d+)/(\d+) below tp (\d+))?")
+
+
+@dataclass(frozen=True)
+class BatchWait:
+    """A launch's batch wait (TensorRT-LLM batch_wait_timeout_iters `steps`, batch_wait_max_tokens_ratio `ratio`;
+    roofline.serving.batch_wait), set for every row, or only at stated lengths `isl`/`osl` below tp `below_tp`."""
+    steps: int
+    ratio: float
+    isl: int | None = None
+    osl: int | None = None
+    below_tp: int | None = None
+
+    def at(self, isl: int, osl: int, tp: int) -> tuple[int, float]:
+        """(steps, ratio) for a row of these stated lengths and tp; (0, 0.0) where the script's condition fails."""
+        if self.isl is not None and (isl, osl) != (self.isl, self.osl) or self.below_tp is not None and tp >= self.below_tp:
+            return 0, 0.0
+        return self.steps, self.ratio
 
 
 @dataclass(frozen=True)
@@ -76,6 +97,11 @@ class Launch:
     script: str  # path@commit of the launch script
     stream_interval: int = 1  # output tokens a streamed chunk (TensorRT-LLM's stream_interval; blank: its default 1)
     postprocess_workers: int = 0  # TensorRT-LLM's num_postprocess_workers (blank: its default 0)
+    batch_wait: BatchWait | None = None  # prompts held to run together (TensorRT-LLM's batch wait); None: off
+
+    def batch_wait_at(self, isl: int, osl: int, tp: int) -> tuple[int, float]:
+        """(steps, ratio) of the batch wait a row of these stated lengths and tp ran under; (0, 0.0): none."""
+        return (0, 0.0) if self.batch_wait is None else self.batch_wait.at(isl, osl, tp)
 
     def engine(self, engine: Engine) -> Engine:
         """`engine` with the launch's memory fraction (its own rule's) where the script set one."""
@@ -118,6 +144,19 @@ def _budget(text: str, where: str) -> TokenBudget | None:
     return TokenBudget(plus=int(rule.group(1)), multiple=int(rule.group(2)), floor=int(rule.group(3) or 0))
 
 
+def _batch_wait(text: str, where: str) -> BatchWait | None:
+    if not text:
+        return None
+    rule = BATCH_WAIT_RULE.fullmatch(text)
+    ratio = float(rule.group(2)) if rule and re.fullmatch(r"\d+(\.\d+)?", rule.group(2)) else math.nan
+    if rule is None or not 0 < ratio <= 1 or int(rule.group(1)) < 1:
+        raise ValueError(f"{where}: field 'batch_wait' {text!r} is no batch wait; fix: e.g. '20 steps or 0.9 of the "
+                         "budget' (batch_wait_timeout_iters, batch_wait_max_tokens_ratio), optionally followed by "
+                         "' at 1024/1024 below tp 8' (the script's condition), or blank where the script sets none")
+    condition = [None if g is None else int(g) for g in rule.group(3, 4, 5)]
+    return BatchWait(int(rule.group(1)), ratio, *condition)
+
+
 def _fraction(text: str, where: str, field: str, blank: str) -> float | None:
     """A column holding a fraction in (0, 1], None where blank (`blank` says what that means)."""
     if not text:
@@ -158,7 +197,8 @@ def _launch(raw: dict, where: str) -> Launch:
                             "where every request has the stated lengths (the client's --random-range-ratio)"),
                   f"{raw['script'].strip()}@{raw['commit'].strip()}",
                   _count((raw.get("stream_interval") or "").strip(), where, "stream_interval", 1, 1),
-                  _count((raw.get("postprocess_workers") or "").strip(), where, "postprocess_workers", 0, 0))
+                  _count((raw.get("postprocess_workers") or "").strip(), where, "postprocess_workers", 0, 0),
+                  _batch_wait((raw.get("batch_wait") or "").strip(), where))
 
 
 @lru_cache(maxsize=None)

@@ -71,6 +71,7 @@ class ServingRow:
     experts_read: str = "routed"  # the routed experts its decode reads (Options.experts_read; serving_rows' docstring)
     launch: Launch | None = None  # the public launch script's memory fraction (launches); None: the profile's
     token_budget: int | None = None  # the launch script's token budget at this row; None: the profile's
+    batch_wait: tuple[int, float] = (0, 0.0)  # the launch's batch wait at this row (steps, ratio; launches); 0: none
     requests: int | None = None  # the run's requests where its client is known (clients); None: RUN_REQUESTS_PER_CLIENT C
 
     @property
@@ -154,8 +155,8 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         # one load model a deployment, workload and token budget (a launch's may vary with the concurrency)
         budget = engine.scheduler.token_budget if row.token_budget is None else row.token_budget
         groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.experts_read,
-                           row.launch, budget, row.prompt, row.gen), []).append(i)
-    for (*_, budget, prompt, gen), members in groups.items():
+                           row.launch, row.batch_wait, budget, row.prompt, row.gen), []).append(i)
+    for (*_, batch_wait, budget, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
@@ -170,7 +171,9 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         # the front end's load as launched: a chunk every stream_interval tokens, shared by its post-processing workers
         streaming = {} if launch is None else {"stream_interval": launch.stream_interval,
                                                "postprocess_workers": launch.postprocess_workers}
-        policy = Policy(budget, running, pool, **streaming)
+        # prompts held to run together where the launch set a batch wait (roofline.serving.batch_wait)
+        policy = Policy(budget, running, pool, **streaming, batch_wait_steps=batch_wait[0],
+                        batch_wait_ratio=batch_wait[1])
         # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         requests = np.array([rows[i].requests or RUN_REQUESTS_PER_CLIENT * rows[i].concurrency for i in members],
                             dtype=float)

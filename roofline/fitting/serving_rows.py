@@ -265,6 +265,7 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
     isl, osl = _count(raw, "isl", required=True), _count(raw, "osl", required=True)
     prompt, gen = (isl, osl) if launch is None else (launch.mean_length(isl), launch.mean_length(osl))  # the means
     token_budget = None if launch is None else launch.budget(concurrency(raw), isl)
+    batch_wait = (0, 0.0) if launch is None else launch.batch_wait_at(isl, osl, tp)
     return dict(model=model, hardware=systems[raw["system"]], weights=precision.weights, tp=tp, ep=dp,
                 expert_tp=expert_tp,
                 formats=precision, concurrency=concurrency(raw), prompt=prompt,
@@ -272,4 +273,4 @@ def read_row(raw: dict, models: dict = MODELS, systems: dict = SYSTEMS, read_for
                 tpot_s=_seconds(raw, "silicon_tpot_ms"),
                 ttft_includes_completion_interval=ttft_includes_completion_interval(raw),
                 experts_read=experts_read(raw), launch=launch,
-                token_budget=token_budget)
+                token_budget=token_budget, batch_wait=batch_wait)

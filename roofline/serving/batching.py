@@ -34,6 +34,7 @@ from ..kv_memory import ON_DEMAND
 from ..scheduler import MIXED
 from ..sharding import whole
 from .attention_dp import BalanceGate, chunk_share
+from .batch_wait import BatchWaitGate
 from .front_end import FrontEnd, SharedFrontEnd
 from .mixed_step import attention_seconds, dense_seconds, rank_excess_per_token, rank_excess_seconds
 
@@ -205,7 +206,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                         state_tokens: float = 0.0, token_units: float = 1.0, *, on_demand: bool = False,
                         request_overhead_s: float = 0.0, front_end: FrontEnd = FrontEnd(), prompts_cached: bool = False,
                         clients: int | None = None, overlap_steps: int = 0, mixed: bool = True, ranks: int = 1,
-                        balance_steps: int = 0) -> Result:
+                        balance_steps: int = 0, batch_wait_steps: int = 0, batch_wait_ratio: float = 0.0) -> Result:
     """Iteration-level scheduling with FCFS admission under a batch cap and a KV-token budget (units as in
     simulate_static: a sequence reserves its tokens x token_units plus its state's state_tokens).
 
@@ -224,7 +225,9 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     first (SGLang's default, roofline.scheduler.PREFILL_FIRST): a step with prompt tokens to run carries them alone, up
     to chunk_tokens, and the running decoders wait for the next step without prompts. ranks, balance_steps: attention
     data-parallel ranks whose engine holds prompts until every rank has one, at most balance_steps steps
-    (roofline.serving.attention_dp.BalanceGate; 0: run as they come)."""
+    (roofline.serving.attention_dp.BalanceGate; 0: run as they come). batch_wait_steps, batch_wait_ratio: a launch
+    holding prompts at most that many steps, or until their tokens and the decoders' reach that share of chunk_tokens,
+    to run them together (TensorRT-LLM's batch wait; roofline.serving.batch_wait.BatchWaitGate; 0: off)."""
     n = len(work.arrivals)
     if clients is not None:
         whole("clients", clients)
@@ -255,6 +258,7 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
     whole("overlap_steps", overlap_steps, low=0)
     starts = deque([0.0] * overlap_steps, maxlen=overlap_steps + 1)  # the latest steps' start times, oldest first
     gate = BalanceGate(ranks, balance_steps)
+    batch_gate = BatchWaitGate(batch_wait_steps, batch_wait_ratio, math.inf if chunk_tokens is None else chunk_tokens, ranks)
     while arrived < n or waiting or running:
         if shared:  # the front end's events up to now: submissions handed to the scheduler, tokens delivered
             shared.advance(now)
@@ -296,8 +300,11 @@ def simulate_continuous(work: Workload, cost: StepCost, max_batch: int, capacity
                 held[r] += extra
                 in_use += extra
         budget = np.inf if chunk_tokens is None else max(chunk_tokens - len(decoders), 0)  # (none when not mixed)
-        if not gate.releases([r for r in running if prefilled[r] < target[r]], decoders):
+        prompting = [r for r in running if prefilled[r] < target[r]]
+        if not gate.releases(prompting, decoders):
             budget = 0  # held for every attention data-parallel rank to hold a prompt
+        elif not batch_gate.releases([int(target[r]) for r in prompting], len(decoders)):
+            budget = 0  # held for more prompts to run beside them
         chunks = []
         for r in running:
             if prefilled[r] < target[r] and budget > 0:

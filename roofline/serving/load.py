@@ -10,7 +10,8 @@ and its wait for the budget, the budget's saturating rate in closed form, and th
          prefill + the engine's per-request cost + s τ̄ under an engine that schedules s steps ahead (roofline.scheduler
          overlap_steps; TensorRT-LLM's overlap scheduler, s = 1: the step after the one in progress was batched before
          the request arrived) + the wait for every attention data-parallel rank to hold a prompt, where the engine
-         balances them (roofline.serving.attention_dp)
+         balances them (roofline.serving.attention_dp) + the steps a launch holds prompts to run more of them
+         together (TensorRT-LLM's batch wait, Policy.batch_wait_steps; roofline.serving.batch_wait)
   E2E = TTFT + (G − 1) TPOT;  in flight = λ E2E (Little);  goodput = λ G output tokens/s.
 Saturation: the budget full (the step model's closed form), the running batch at max_batch, or the KV pool unable to
 hold λ·E2E sequences, whichever binds first (found numerically).
@@ -31,6 +32,7 @@ from ..memory import workspace
 from ..scheduler import MIXED, PREFILL_FIRST, STEP_POLICIES
 from ..sharding import whole
 from .attention_dp import balance_wait_seconds, balances, chunk_share
+from .batch_wait import batch_wait, check_batch_wait
 from .batching import engine_terms
 from .mixed_policy import MixedSteps
 from .mixed_step import StepTable, prefill_attention_seconds, rank_excess_per_token, rank_excess_seconds
@@ -66,12 +68,15 @@ class Policy:
     step_policy: str | None = None  # None: the engine's; or MIXED, or PREFILL_FIRST (SGLang's), roofline.scheduler
     stream_interval: int = 1  # output tokens a streamed chunk (TensorRT-LLM's stream_interval; its default 1)
     postprocess_workers: int = 0  # processes sharing the chunks' work (TensorRT-LLM's num_postprocess_workers)
+    batch_wait_steps: int = 0  # steps prompts are held at most to run together (TensorRT-LLM batch_wait_timeout_iters)
+    batch_wait_ratio: float = 0.0  # ... or until their tokens reach this share of the budget (batch_wait_max_tokens_ratio)
 
     def __post_init__(self):
         whole("token_budget", self.token_budget, low=2, note=" tokens")
         whole("max_batch", self.max_batch)
         whole("stream_interval", self.stream_interval, note=" tokens a streamed chunk (TensorRT-LLM's default: 1)")
         whole("postprocess_workers", self.postprocess_workers, low=0, note=" processes (TensorRT-LLM's default: 0)")
+        check_batch_wait(self.batch_wait_steps, self.batch_wait_ratio)
         if self.step_policy is not None and self.step_policy not in STEP_POLICIES:
             raise ValueError(f"step_policy: unknown policy {self.step_policy!r}; fix: one of {', '.join(STEP_POLICIES)}")
         if self.token_budget <= self.max_batch and self.step_policy == MIXED:
@@ -147,6 +152,14 @@ class LoadModel:
             return np.zeros(np.broadcast(rate, tau, decoders).shape)
         return balance_wait_seconds(rate, self.d.ep, self.d.engine.scheduler.attention_dp_balance_steps, tau, decoders)
 
+    def batch_wait(self, rate, decode_step_s, decoders) -> tuple[np.ndarray, np.ndarray]:
+        """(seconds a prompt is held to run beside others, the prompts released beside it) where the launch sets a
+        batch wait (Policy.batch_wait_steps; roofline.serving.batch_wait), at `rate` requests/s and `decoders` running
+        in decode steps of `decode_step_s`; zeros where it sets none."""
+        policy = self.policy
+        return batch_wait(rate, policy.batch_wait_steps, policy.batch_wait_ratio, policy.token_budget, self.P,
+                          decode_step_s, decoders, self.d.ep)
+
     def prefill_attention(self, chunks: np.ndarray) -> np.ndarray:
         """A prompt's prefill attention cut into `chunks` equal chunks (the pricer's, per distinct count; its busiest
         rank's share where the engine balances prompts over attention data-parallel ranks, attention_dp.chunk_share)."""
@@ -194,8 +207,9 @@ class LoadModel:
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         scheduled_ahead = self.overlap_steps * tau  # steps batched before it arrived
         balance = self.balance_wait(rate, tau, s["decoders"])
+        held, _ = self.batch_wait(rate, s["decode_step_s"], s["decoders"])
         front = self.front_end.ttft_s(rate, self.G, s["decoders"])  # through the server's front end (inf past capacity)
-        ttft = residual + wait + front + scheduled_ahead + balance + service + self.request_overhead_s
+        ttft = residual + wait + front + scheduled_ahead + balance + held + service + self.request_overhead_s
         tpot = s["tpot_s"]
         e2e = ttft + (self.G - 1) * tpot
         in_flight = rate * e2e
@@ -209,6 +223,7 @@ class LoadModel:
                 "ttft_queue_s": nan(residual + wait), "ttft_front_end_s": nan(front),
                 "ttft_prefill_s": nan(service),
                 "ttft_scheduled_ahead_s": nan(scheduled_ahead), "ttft_balance_wait_s": nan(balance),
+                "ttft_batch_wait_s": nan(held),
                 "goodput_tokens_per_s": nan(rate * self.G), "goodput_requests_per_s": nan(rate)}
 
     def terms(self, rate: float) -> dict:

@@ -107,8 +107,10 @@ class MixedSteps:
         spread = np.where(at["chunks"] == 1, (at["mixed"] - at["decode"]) ** 2 / prompts, 0.0)
         second_moment = (1 - phi) * at["decode"] ** 2 + phi * (at["mixed"] ** 2 + spread)
         # (where the engine balances prompts over attention data-parallel ranks, its own chunk runs beside the e − 1
-        # released with it: roofline.serving.attention_dp)
-        companions = np.maximum(rate * second_moment / tau, released_beside(model.d)) * model.P
+        # released with it: roofline.serving.attention_dp; where the launch holds prompts to run together, beside
+        # those of its hold: roofline.serving.batch_wait)
+        _, held_beside = model.batch_wait(rate, seen["decode"], m + dispersion)
+        companions = np.maximum(np.maximum(rate * second_moment / tau, released_beside(model.d)), held_beside) * model.P
         beside = self.parts(m + dispersion - 1, rate, tau, companions)
         with np.errstate(divide="ignore", invalid="ignore"):
             phi_seen = np.minimum(np.where(m > 1e-12, phi * (m + dispersion - 1) / m, phi), 1.0)
