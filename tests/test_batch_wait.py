@@ -1,6 +1,7 @@
 """TensorRT-LLM's batch wait (roofline.serving.batch_wait): the hold worked by hand in its limits, the simulator's gate
 by hand, the steady state against the simulator, the launch file's rule, and the measured rows that show the hold (20
 decode steps at 1024 in and out below tp 8, none at tp 8 or 8192 out)."""
+import json
 import math
 from pathlib import Path
 
@@ -106,3 +107,20 @@ def test_the_rows_show_a_hold_of_20_decode_steps_below_tp_8_and_none_at_tp_8():
             steps = (held.ttft_s - free.ttft_s) / held.tpot_s
             assert (15 <= steps <= 21) if tp < 8 else (abs(steps) <= 5), (tp, concurrency, steps)
             assert held.batch_wait == ((20, 0.9) if tp < 8 else (0, 0.0)) and free.batch_wait == (0, 0.0)
+
+
+def test_analyze_under_load_holds_prompts_with_batch_wait_and_refuses_a_bad_one(capsys):
+    from roofline.cli import main
+    argv = ["analyze", "--model", "llama-3.1-8b", "--hardware", "h100-sxm", "--engine", "tensorrt-llm-1",
+            "--prompt", "1024", "--gen", "256", "--concurrency", "8", "--json"]
+    assert main(argv) == 0
+    free = json.loads(capsys.readouterr().out)[0]
+    assert main([*argv, "--batch-wait", "20,0.9"]) == 0
+    held = json.loads(capsys.readouterr().out)[0]
+    assert free["ttft_batch_wait_s"] == 0.0
+    # 8 in flight: prompts rare against 20 steps, so nearly the whole hold of 20 decode steps
+    assert 15 * held["decode_step_s"] < held["ttft_batch_wait_s"] <= 20 * held["decode_step_s"]
+    assert held["ttft_s"] > free["ttft_s"] + held["ttft_batch_wait_s"] * 0.9
+    for bad in ("20", "20,1.5", "0,0.9"):
+        assert main([*argv, "--batch-wait", bad]) == 2
+        assert "--batch-wait: expected" in capsys.readouterr().err

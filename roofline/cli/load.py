@@ -30,6 +30,7 @@ DEFINITIONS = {
               "prefill chunks)",
     "e2e_s": "TTFT + (gen - 1) x TPOT",
     "ttft_alone_s": "TTFT of a lone request on an idle server (its prompt's chunks, no queue)",
+    "ttft_batch_wait_s": "with --batch-wait: the steps a prompt is held for others to run beside it",
     "ttft_first_wave_s": "with --requests: what the run's first wave (C requests sent together at t = 0) adds to its "
                          "mean TTFT over the steady state's",
 }
@@ -51,6 +52,10 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-size", metavar="N", default=None,
                         help="KV block, tokens: the pool holds whole blocks (default: the engine's; vLLM 16, "
                              "TensorRT-LLM 32)")
+    parser.add_argument("--batch-wait", metavar="T,R", default=None,
+                        help="TensorRT-LLM's batch wait: prompts held up to T steps, or until their tokens and the "
+                             "decoders' reach R of the token budget, to run together (batch_wait_timeout_iters, "
+                             "batch_wait_max_tokens_ratio; default off)")
     parser.add_argument("--explain", action="store_true", help="with --rate: the closed forms with their numbers")
 
 
@@ -71,7 +76,15 @@ def policy_of(args, d, prompt: int, gen: int, default_budget) -> tuple[Policy, i
     if pool < 1:
         raise ValueError(f"--prompt, --gen: not one sequence of {prompt + gen} tokens fits beside the weights on "
                          f"{d.hardware.id!r}; fix: more --tp, a smaller model or shorter sequences")
-    return Policy(budget, max_seqs, pool), block
+    steps, ratio = 0, 0.0
+    if args.batch_wait is not None:
+        parts = str(args.batch_wait).split(",")
+        if len(parts) != 2:
+            raise ValueError(f"--batch-wait: expected T,R (steps, a share of the budget), got {args.batch_wait!r}; "
+                             "fix: e.g. --batch-wait 20,0.9")
+        steps = parse.number(parts[0], "--batch-wait", whole=True, example="20,0.9")
+        ratio = parse.number(parts[1], "--batch-wait", high=1.0, example="20,0.9")
+    return Policy(budget, max_seqs, pool, batch_wait_steps=steps, batch_wait_ratio=ratio), block
 
 
 def run_load(args, analysis, prompt: int, gen: int) -> int:
@@ -106,7 +119,7 @@ def saturated_line(rate: float) -> str:
 def records(analysis, out: dict, policy: Policy, block: int, prompt: int, gen: int) -> list[dict]:
     d = analysis.deployment
     keys = ("rate", "ttft_s", "tpot_s", "e2e_s", "in_flight", "tpot_inflation", "ttft_queue_s", "ttft_front_end_s",
-            "ttft_prefill_s",
+            "ttft_prefill_s", "ttft_batch_wait_s",
             "decode_step_s", "mixed_step_s", "goodput_tokens_per_s", "goodput_requests_per_s")
     rows = []
     for i in range(len(out["rate"])):
