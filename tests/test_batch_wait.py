@@ -86,11 +86,14 @@ def test_the_launch_file_holds_llama_70b_prompts_at_1024_in_and_out_below_tp_8()
     assert {k[:2] for k in held} == {("trtllm", "meta-llama/Llama-3.1-70B")}  # no other script the rows ran sets one
 
 
-def test_a_bad_batch_wait_in_the_launch_file_is_refused_naming_the_line_and_field(tmp_path):
+@pytest.mark.parametrize("text", ["twenty steps", "0 steps or 0.9 of the budget", "20 steps or 1.5 of the budget",
+                                  "20 steps or 0.9 of the budget at 1024 below tp 8"])
+def test_a_bad_batch_wait_in_the_launch_file_is_refused_naming_the_line_and_field(tmp_path, text):
+    line = {"backend": "trtllm", "model_path": "m", "system": "h200_sxm", "measured": "2025-10-29",
+            "batch_wait": text, "script": "b.sh", "commit": "a" * 40, "evidence": "e"}
+    columns = [*line, "kv_cache_dtype", "memory_fraction", "token_budget", "left_out", "length_ratio"]
     path = tmp_path / "bad.csv"
-    path.write_text("backend,model_path,system,measured,kv_cache_dtype,memory_fraction,token_budget,batch_wait,"
-                    "left_out,length_ratio,script,commit,evidence\n"
-                    f"trtllm,m,h200_sxm,2025-10-29,fp8,,,twenty steps,,,b.sh,{'a' * 40},e\n")
+    path.write_text(",".join(columns) + "\n" + ",".join(line.get(c, "") for c in columns) + "\n")
     with pytest.raises(ValueError, match=r"line 2: field 'batch_wait' .*fix: e\.g\. '20 steps or 0\.9 of the budget'"):
         read_launches(path)
 
