@@ -13,7 +13,7 @@ rare (the first waits it all), less as more arrive within a hold. The prompts of
 it, beside each other: a prompt's own prefill step carries the others released with it, μ (2 + μ) / (1 + μ) of them on
 average for μ = λ L more a hold (1 + Poisson(μ) a hold, seen by a prompt in it: size-biased).
 Where it was set: InferenceX's Llama-3.3-70B fp8 TensorRT-LLM scripts on the H200 and B200 (benchmarks/70b_fp8_h200_
-trt_slurm.sh at 9596d23d7, L24-35: T 20, r 0.9 for 1024 in and 1024 out below tp 8; roofline.fitting.launches).
+trt_slurm.sh at 9596d23d7, L25-28: T 20, r 0.9 for 1024 in and 1024 out below tp 8; roofline.fitting.launches).
 Left out: the counter's steps priced at the mean decode step, and a closed loop's requests arriving as Poisson ones
 (the rows' clients draw their lengths at random, roofline.serving.steady_loop).
 """
