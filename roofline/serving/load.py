@@ -207,7 +207,7 @@ class LoadModel:
         residual = 0.0 if closed_loop else s["second_moment"] / (2 * tau)
         scheduled_ahead = self.overlap_steps * tau  # steps batched before it arrived
         balance = self.balance_wait(rate, tau, s["decoders"])
-        held, _ = self.batch_wait(rate, s["decode_step_s"], s["decoders"])
+        held = s["batch_wait_s"]  # the step model's, from the steps it prices (roofline.serving.batch_wait)
         front = self.front_end.ttft_s(rate, self.G, s["decoders"])  # through the server's front end (inf past capacity)
         ttft = residual + wait + front + scheduled_ahead + balance + held + service + self.request_overhead_s
         tpot = s["tpot_s"]

@@ -109,7 +109,7 @@ class MixedSteps:
         # (where the engine balances prompts over attention data-parallel ranks, its own chunk runs beside the e − 1
         # released with it: roofline.serving.attention_dp; where the launch holds prompts to run together, beside
         # those of its hold: roofline.serving.batch_wait)
-        _, held_beside = model.batch_wait(rate, seen["decode"], m + dispersion)
+        held_wait, held_beside = model.batch_wait(rate, seen["decode"], m + dispersion)
         companions = np.maximum(np.maximum(rate * second_moment / tau, released_beside(model.d)), held_beside) * model.P
         beside = self.parts(m + dispersion - 1, rate, tau, companions)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -118,7 +118,7 @@ class MixedSteps:
                 "decode_step_s": seen["decode"], "mixed_step_s": beside["mixed"], "own_prefill_s": beside["own"],
                 "full_step_s": beside["full"], "decoders": m + dispersion, "chunks": at["chunks"],
                 "chunk_room": at["room"], "prefill_share": phi, "prefill_tokens_per_step": at["prefill_tokens"],
-                "second_moment": second_moment,
+                "second_moment": second_moment, "batch_wait_s": held_wait,
                 "feasible": (at["prefill_tokens"] + m <= policy.token_budget * (1 + 1e-9)) & (m <= policy.max_batch)}
 
     def own_prefill(self, rate, s: dict) -> np.ndarray:

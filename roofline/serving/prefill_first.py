@@ -107,6 +107,7 @@ class PrefillFirstSteps:
         return {"step_s": mean, "decode_step_s": seen, "prefill_step_s": prefill, "tpot_s": seen + pauses_seen * prefill,
                 "decoders": m + dispersion, "prefill_share": phi, "prefill_tokens_per_step": tokens, "chunks": k,
                 "second_moment": (1 - phi) * decode ** 2 + phi * prefill ** 2,
+                "batch_wait_s": model.batch_wait(rate, seen, m + dispersion)[0],
                 "feasible": (fluid < 1) & (m <= model.policy.max_batch)}
 
     def own_prefill(self, rate, s: dict):
