@@ -40,7 +40,9 @@ import numpy as np
 
 from roofline.deployment import Deployment
 from roofline.engine import load_engine
+from roofline.hardware import load_hardware
 from roofline.planning.plan import DEFAULT_ENGINE, Targets, Workload, plan
+from roofline.precision import Precision, as_served
 from roofline.serving.disaggregated import Disaggregated
 from roofline.serving.load import Policy, at_load, kv_sequences
 
@@ -174,12 +176,15 @@ def price_aic_choice(q, aic: dict, engine=DEFAULT_ENGINE) -> dict:
     """roofline's TTFT, TPOT and tokens/s per GPU at AIConfigurator's layout and concurrency ({}: not modelled)."""
     model, hw, fmt, mode = q
 
+    # the formats as the engine runs them on the device, as the planner prices them: fp8 W8A8 on Hopper
+    precision = as_served(Precision(weights=fmt, kv=fmt), load_hardware(hw).peak_flops)
+
     def pool(prefix):
         tp, dp = _whole(aic, f"{prefix}tp"), _whole(aic, f"{prefix}dp")
         ep = _whole(aic, f"{prefix}moe_ep")
         if dp > 1:  # data-parallel attention with the experts over the same GPUs: Deployment ep
-            return Deployment.of(model, hw, weights=fmt, kv=fmt, engine=engine, ep=dp) if dp == ep else None
-        return Deployment.of(model, hw, weights=fmt, kv=fmt, engine=engine, tp=tp) if ep == 1 else None
+            return Deployment.of(model, hw, precision=precision, engine=engine, ep=dp) if dp == ep else None
+        return Deployment.of(model, hw, precision=precision, engine=engine, tp=tp) if ep == 1 else None
     concurrency = float(aic["concurrency"])
     try:
         if mode == "aggregated":

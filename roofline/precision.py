@@ -17,7 +17,7 @@ bf16 attention stays bf16): it sets only the experts' matmul dtype, not b_a.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 BITS = {"fp32": 32, "bf16": 16, "fp16": 16, "fp8": 8, "int8": 8, "int4": 4, "q8_0": 8, "q4_0": 4, "mxfp4": 4,
         "nvfp4": 4}
@@ -135,6 +135,23 @@ class Precision:
     @property
     def attention_matmul_dtype(self) -> str:
         return wider(self.kv, self.activations)
+
+
+# Weight formats a serving engine multiplies in their own width where the device has tensor cores for it: TensorRT-LLM,
+# vLLM and SGLang run an fp8 checkpoint's GEMMs W8A8 on Hopper and Blackwell (the activations quantized on the fly,
+# per tensor, per token or per 128-block, for the fp8 peak) and an NVFP4 one's W4A4 on Blackwell's FP4 units.
+# Elsewhere (fp8 weights on an A100) they dequantize in the GEMM's mainloop and multiply in 16 bits.
+SERVED_IN_OWN_WIDTH = ("fp8", "nvfp4")
+
+
+def as_served(precision: Precision, peak_dtypes) -> Precision:
+    """`precision` as a serving engine runs it on a device whose tensor cores take `peak_dtypes` (Hardware.peak_flops'
+    keys): weights in SERVED_IN_OWN_WIDTH multiply activations of their own width where the device has that unit; 16-bit
+    activations otherwise, and activations already named kept. The one place this rule is stated: the published rows'
+    pricing and the planner's candidates take it from here."""
+    if precision.weights in SERVED_IN_OWN_WIDTH and precision.weights in peak_dtypes and precision.activations == "bf16":
+        return replace(precision, activations=precision.weights)
+    return precision
 
 
 def _check_activations(field: str, activations: str, weights: str) -> None:

@@ -18,7 +18,7 @@ FLOPS = 0.7778 * 989.4e12  # its large GEMMs' share of the bf16 peak
 CORNER = 1.331  # an op takes (compute^p + memory^p)^(1/p)
 GQA_REREADS = 0.4119  # of a KV group's other 7 query heads, the share that read its K/V again
 ALLREDUCE_S, LAYER_S, REQUEST_S = 47.74e-6, 5e-6, 2.279e-3
-HANDOFF_S = 0.7567570579716993  # disaggregated serving's prefill-to-decode handoff (roofline.fitting.disagg_handoff)
+HANDOFF_S = 1.2032227783940064  # disaggregated serving's prefill-to-decode handoff (roofline.fitting.disagg_handoff)
 
 
 def decode_step_h100_tp8(batch: float) -> float:
@@ -118,7 +118,7 @@ def test_disaggregated_pools_win_for_long_prompts_under_a_tight_tpot_as_the_hand
                ms: S = 625 ms (the pricer: 673 ms, its rounded corner adds the GEMMs' weight reads and attention
                runs whole tiles on the diagonal);
       queueing, M/D/1 at rho = 1/s x S: rho S / 2(1 - rho); TTFT = S + wait + 2.3 ms + the engine's
-               disaggregation handoff (disagg_handoff_s, 0.76 s) + the KV transfer;
+               disaggregation handoff (disagg_handoff_s, 1.20 s) + the KV transfer;
       KV      16,000 tokens x 2 x 80 layers x 1 KV head a GPU x 128 x 2 B = 655.4 MB a GPU; 8 + 8 GPUs span two
                nodes of 8 (DGX H100), so over one 400 Gb/s NDR port a GPU, 50 GB/s: 13.1 ms;
       decode  TPOT = t(n + 1), n = 1/s x 299 x TPOT decoders, t the step at context 16,150 (0.875 ms of KV a

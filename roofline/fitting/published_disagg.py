@@ -6,7 +6,8 @@ mean TTFT and TPOT. Each is priced by roofline.serving.disaggregated at that con
 Each pool's layout reads as an aggregated row's does (serving_rows.layout with the pool's prefix): tensor
 parallelism, the experts split by TP, EP or both under it (one GPU's expected bytes and FLOPs the same), or
 data-parallel attention over the experts (Deployment ep); within one node. DeepSeek-R1 is priced as deepseek-v3
-(serving_rows.MODELS). The KV cache is taken as 16-bit (the rows do not say).
+(serving_rows.MODELS). The KV cache is taken as 16-bit (the rows do not say). The GEMMs run as the engine runs the
+checkpoint, as the aggregated rows' do (roofline.precision.as_served): DeepSeek's fp8 W8A8 on H100 and H200.
 Workers: a row stating none (the InferenceMAX files, `source_file=2026-...`) is not read. Its benchmark ran an
 unstated number of workers: 54 of those 248 rows repeat, to the microsecond, a db-dump row that states them
 (1 to 5 prefill and 1 to 9 decode workers), and in half of those the layout columns also drop the data-parallel
@@ -41,7 +42,7 @@ from ..engine import Engine
 from ..hardware import load_hardware
 from ..memory import workspace
 from ..models.config import load_model
-from ..precision import Precision
+from ..precision import Precision, as_served
 from ..serving.disaggregated import Disaggregated
 from ..serving.load import kv_sequences
 from .serving_rows import MODELS, SYSTEMS, concurrency as stated_concurrency, formats, layout, spans_nodes
@@ -147,9 +148,11 @@ def read_disagg_rows(path: Path) -> tuple[list[DisaggRow], Counter]:
 
 
 def _deployment(row: DisaggRow, pool: Pool, engine: Engine) -> Deployment:
-    return Deployment(load_model(row.model), load_hardware(row.hardware),
-                      row.precision or Precision(weights=row.weights, experts=row.experts), tp=pool.tp, ep=pool.ep,
-                      expert_tp=pool.expert_tp, engine=engine)
+    """One pool's worker, its formats as the engine runs them (precision.as_served: fp8 W8A8), as the aggregated rows'."""
+    hardware = load_hardware(row.hardware)
+    precision = as_served(row.precision or Precision(weights=row.weights, experts=row.experts), hardware.peak_flops)
+    return Deployment(load_model(row.model), hardware, precision, tp=pool.tp, ep=pool.ep, expert_tp=pool.expert_tp,
+                      engine=engine)
 
 
 def decode_kv_sequences(d: Deployment, prompt: int, gen: int) -> float:

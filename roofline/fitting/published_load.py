@@ -34,7 +34,7 @@ from ..deployment import Deployment
 from ..engine import load_engine
 from ..hardware import DATA_DIR, hardware_id_for_gpu, load_hardware
 from ..models.config import load_model
-from ..precision import FP4_ACTIVATIONS, Precision
+from ..precision import Precision, as_served
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .published import COLUMNS, _number, weight_format
 
@@ -105,10 +105,10 @@ def _precision(weights_text: str, kv_text: str, hardware: str) -> Precision:
     weights, group = weight_format(weights_text)
     kv = weight_format(kv_text)[0]
     kv = "bf16" if kv == "unstated" else kv
-    activations = {"fp8": "fp8", "fp16": "fp16"}.get(weights, "bf16")
-    if weights in FP4_ACTIVATIONS and weights in load_hardware(hardware).peak_flops:
-        activations = weights  # W4A4 on FP4 tensor cores (the module docstring)
-    return Precision(weights=weights, activations=activations, kv=kv, weight_group_size=group)
+    activations = "fp16" if weights == "fp16" else "bf16"
+    # fp8 W8A8, nvfp4 W4A4 on FP4 tensor cores (the module docstring): as an engine runs them (precision.as_served)
+    return as_served(Precision(weights=weights, activations=activations, kv=kv, weight_group_size=group),
+                     load_hardware(hardware).peak_flops)
 
 
 def _row(raw: dict, path: Path, line: int) -> LoadRow | str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import csv
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ from ..engine import IDEAL
 from ..engine import Engine
 from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, Options, decode_context
-from ..precision import Precision
+from ..precision import Precision, as_served
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .clients import run_requests
 from .copies import copies
@@ -139,10 +139,9 @@ def _deployment(row: ServingRow, engine: Engine) -> Deployment:
     """The row's deployment under `engine`, with the memory fraction its launch script set (launches)."""
     if row.launch is not None:
         engine = row.launch.engine(engine)
-    precision = row.precision
-    if precision.weights == "fp8":  # W8A8 fp8; int4 and nvfp4 on Hopper are weight-only (bf16 GEMMs)
-        precision = replace(precision, activations="fp8")
-    return Deployment(load_model(row.model), load_hardware(row.hardware), precision,
+    hardware = load_hardware(row.hardware)
+    precision = as_served(row.precision, hardware.peak_flops)  # fp8 W8A8; int4, and nvfp4 on Hopper, weight-only
+    return Deployment(load_model(row.model), hardware, precision,
                       Options(experts_read=row.experts_read), tp=row.tp, ep=row.ep, expert_tp=row.expert_tp,
                       engine=engine)
 

@@ -27,8 +27,10 @@ import numpy as np
 
 from ..bounds import BOUNDS
 from ..deployment import Deployment
+from ..hardware import load_hardware
 from ..memory import memory
 from ..model import DECODE, PREFILL, decode_context
+from ..precision import Precision, as_served
 from ..serving.front_end import FrontEnd
 from .under_load import bound_at, fewest_replicas, load_model, policy_of
 
@@ -65,7 +67,10 @@ def fitting_batches(d: Deployment, prompt: float, gen: float, chunks) -> dict:
 def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_target, chunks, caps=(),
          priced=True, experts=None) -> Core:
     try:
-        d = Deployment.of(model, hw, weights=weights, kv=kv, experts=experts, engine=engine_name, tp=tp, pp=pp, ep=ep)
+        hardware = load_hardware(hw)
+        # the formats as a serving engine runs them on this device: fp8 weights W8A8 where it has fp8 tensor cores
+        precision = as_served(Precision(weights=weights, kv=kv, experts=experts), hardware.peak_flops)
+        d = Deployment.of(model, hardware, precision=precision, engine=engine_name, tp=tp, pp=pp, ep=ep)
     except ValueError as err:
         return Core(None, f"layout: {err}")
     if not priced:
@@ -81,7 +86,7 @@ def core(model, hw, tp, pp, ep, weights, kv, engine_name, prompt, gen, tpot_targ
     extra = list(max_batch.values()) + [c for c in caps if c is not None and c <= top]
     best, grid, times, bounds = largest_within(d, decode_context(prompt + gen / 2), top, tpot_target, extra)
     ideal = None if engine_name == "ideal" else Deployment.of(
-        model, hw, weights=weights, kv=kv, experts=experts, engine="ideal", tp=tp, pp=pp, ep=ep)
+        model, hardware, precision=precision, engine="ideal", tp=tp, pp=pp, ep=ep)
     return Core(d, "", ttft, max_batch, best, grid, times, bounds, need, ideal)
 
 
