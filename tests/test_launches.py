@@ -103,6 +103,36 @@ def test_a_bad_launch_line_is_refused_naming_the_line_and_field(tmp_path, body, 
         read_launches(path)
 
 
+def test_a_launch_that_schedules_ahead_sets_the_engines_overlap_and_blank_keeps_the_profiles(tmp_path):
+    header = HEADER.replace("token_budget,", "token_budget,overlap_steps,")
+    launches = tmp_path / "launches.csv"
+    body = "vllm,meta-llama/Llama-3.1-70B,h200_sxm,{},fp8,,8192,{},,0.8,b.sh," + "a" * 40 + ",e\n"
+    launches.write_text(header + body.format("2025-10-29", "1") + body.format("2025-10-30", ""))
+    table, engine = read_launches(launches), load_engine("vllm")
+    assert engine.scheduler.overlap_steps == 0  # vLLM's profile: no async scheduling unless launched with it
+    ahead = table[("vllm", "meta-llama/Llama-3.1-70B", "h200_sxm", "2025-10-29")]
+    plain = table[("vllm", "meta-llama/Llama-3.1-70B", "h200_sxm", "2025-10-30")]
+    assert ahead.overlap_steps == 1 and ahead.engine(engine).scheduler.overlap_steps == 1
+    assert ahead.engine(engine).scheduler.token_budget == engine.scheduler.token_budget  # the rest is the profile's
+    assert plain.overlap_steps is None and plain.engine(engine) == engine
+    bad = tmp_path / "bad.csv"  # another path: read_launches keeps what it read of a path
+    bad.write_text(header + body.format("2025-10-29", "2"))
+    with pytest.raises(ValueError, match="line 2: field 'overlap_steps' must be 0 or 1"):
+        read_launches(bad)
+
+
+def test_every_vllm_launch_ran_async_scheduling_and_says_why():
+    """vLLM schedules step n + 1 while step n runs (async scheduling) where the script sets it or its image is v0.14.0
+    or later, whose default it is (PR #27614): every vLLM line of the shipped file is one or the other."""
+    with LAUNCHES.open(newline="") as handle:
+        lines = [raw for raw in csv.DictReader(handle) if raw["backend"] == "vllm"]
+    assert lines
+    for raw in lines:
+        assert raw["overlap_steps"] == "1", raw["script"]
+        assert "async-scheduling: true" in raw["evidence"] or "async scheduling on by default" in raw["evidence"]
+    assert all(raw["overlap_steps"] == "" for raw in csv.DictReader(LAUNCHES.open(newline="")) if raw["backend"] != "vllm")
+
+
 @pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
 def test_the_measured_queue_of_llama_70b_on_one_h200_is_an_fp8_pools():
     """A closed loop of C clients over N running slots: each request waits (C / N − 1) x its service time, E2E

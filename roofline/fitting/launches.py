@@ -15,7 +15,10 @@ profile's), the output tokens a streamed chunk and the post-processing workers (
 engine's defaults, 1 and 0; they set the load on the server's front end, roofline.serving.front_end), the batch wait
 (TensorRT-LLM's batch_wait_timeout_iters and batch_wait_max_tokens_ratio, "T steps or r of the budget[ at ISL/OSL
 below tp N]", the script's condition on the stated lengths and tp; blank: off, its default;
-roofline.serving.batch_wait), why a group is left out (a launch that is not what the row states), the client's length
+roofline.serving.batch_wait), the steps the scheduler batches ahead of the one running (vLLM's async scheduling: 1
+where the script sets `async-scheduling: true` or its image is v0.14.0 or later, whose default it is, vLLM PR #27614
+and the v0.14.0 release notes; a request arriving during step n then joins step n + 2; blank: the profile's,
+roofline.scheduler), why a group is left out (a launch that is not what the row states), the client's length
 ratio, the script, the commit and the lines that say so. The length ratio r is InferenceX's `--random-range-ratio`
 (0.8 in every sweep): its client (utils/bench_serving/benchmark_serving.py, sample_uniform; kimbochen/bench_serving's
 the same before it) draws each request's input and output lengths uniformly over the whole numbers in [⌊r L⌋, L], and
@@ -48,9 +51,10 @@ from ..precision import BITS
 
 LAUNCHES = DATA_DIR / "published" / "serving-launches.csv"
 COLUMNS = ("backend", "model_path", "system", "measured", "kv_cache_dtype", "memory_fraction", "token_budget",
-           "stream_interval", "postprocess_workers", "batch_wait", "left_out", "length_ratio", "script", "commit",
-           "evidence")
-OPTIONAL_COLUMNS = ("stream_interval", "postprocess_workers", "batch_wait")  # a file without them: the engine's defaults
+           "stream_interval", "postprocess_workers", "batch_wait", "overlap_steps", "left_out", "length_ratio", "script",
+           "commit", "evidence")
+# a file without them: the engine's defaults
+OPTIONAL_COLUMNS = ("stream_interval", "postprocess_workers", "batch_wait", "overlap_steps")
 MEASURED = re.compile(r"measured=(\d{4}-\d{2}-\d{2})")
 BUDGET_RULE = re.compile(r"C\+P\+(\d+) in (\d+)s(?:, at least (\d+))?")
 BATCH_WAIT_RULE = re.compile(r"(\d+) steps or ([0-9.]+) of the budget(?: at (\d+)/(\d+) below tp (\d+))?")
@@ -98,16 +102,20 @@ class Launch:
     stream_interval: int = 1  # output tokens a streamed chunk (TensorRT-LLM's stream_interval; blank: its default 1)
     postprocess_workers: int = 0  # TensorRT-LLM's num_postprocess_workers (blank: its default 0)
     batch_wait: BatchWait | None = None  # prompts held to run together (TensorRT-LLM's batch wait); None: off
+    overlap_steps: int | None = None  # steps the engine batches ahead of the one running (vLLM's async scheduling)
 
     def batch_wait_at(self, isl: int, osl: int, tp: int) -> tuple[int, float]:
         """(steps, ratio) of the batch wait a row of these stated lengths and tp ran under; (0, 0.0): none."""
         return (0, 0.0) if self.batch_wait is None else self.batch_wait.at(isl, osl, tp)
 
     def engine(self, engine: Engine) -> Engine:
-        """`engine` with the launch's memory fraction (its own rule's) where the script set one."""
-        if self.memory_fraction is None:
-            return engine
-        return replace(engine, memory=replace(engine.memory, fraction=self.memory_fraction))
+        """`engine` with the launch's memory fraction (its own rule's) and the steps its scheduler batches ahead, each
+        where the launch set one."""
+        if self.memory_fraction is not None:
+            engine = replace(engine, memory=replace(engine.memory, fraction=self.memory_fraction))
+        if self.overlap_steps is not None:
+            engine = replace(engine, scheduler=replace(engine.scheduler, overlap_steps=self.overlap_steps))
+        return engine
 
     @property
     def lengths_vary(self) -> bool:
@@ -157,6 +165,17 @@ def _batch_wait(text: str, where: str) -> BatchWait | None:
     return BatchWait(int(rule.group(1)), ratio, *condition)
 
 
+def _overlap(text: str, where: str) -> int | None:
+    """The steps a launch's scheduler batches ahead: 0 or 1, None where blank (the profile's)."""
+    if not text:
+        return None
+    if text not in ("0", "1"):
+        raise ValueError(f"{where}: field 'overlap_steps' must be 0 or 1, got {text!r}; fix: 1 where the engine schedules "
+                         "the next step while one runs (vLLM's async scheduling), 0 where it does not, blank for the "
+                         "profile's")
+    return int(text)
+
+
 def _fraction(text: str, where: str, field: str, blank: str) -> float | None:
     """A column holding a fraction in (0, 1], None where blank (`blank` says what that means)."""
     if not text:
@@ -198,7 +217,8 @@ def _launch(raw: dict, where: str) -> Launch:
                   f"{raw['script'].strip()}@{raw['commit'].strip()}",
                   _count((raw.get("stream_interval") or "").strip(), where, "stream_interval", 1, 1),
                   _count((raw.get("postprocess_workers") or "").strip(), where, "postprocess_workers", 0, 0),
-                  _batch_wait((raw.get("batch_wait") or "").strip(), where))
+                  _batch_wait((raw.get("batch_wait") or "").strip(), where),
+                  _overlap((raw.get("overlap_steps") or "").strip(), where))
 
 
 @lru_cache(maxsize=None)
