@@ -1,7 +1,11 @@
 """The formats as a serving engine runs them (roofline.precision.as_served): fp8 weights multiply fp8 activations where
 the device has fp8 tensor cores, NVFP4 W4A4 where it has FP4 ones, 16 bits elsewhere; one rule for the published rows,
-aggregated and disaggregated alike, and for the planner's candidates."""
+aggregated and disaggregated alike, for the planner's candidates and for the CLI without --act."""
+import json
+
 import pytest
+
+from roofline.cli import main
 
 from roofline.engine import load_engine
 from roofline.fitting.published_disagg import _deployment as disagg_deployment
@@ -63,3 +67,18 @@ def test_the_planner_prices_an_fp8_candidate_as_the_engine_runs_it():
              priced=False).d
     w8a16 = d.__class__(d.config, d.hardware, Precision(weights="fp8", kv="fp8"), tp=4, engine=d.engine)
     assert d.step(PREFILL, 1.0, 4000.0).total_s < 0.75 * w8a16.step(PREFILL, 1.0, 4000.0).total_s
+
+
+def _analyze(capsys, *extra):
+    assert main(["analyze", "--model", "llama-3.1-8b", "--batch", "1", "--prompt", "4096", "--weights", "fp8",
+                 *extra]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_cli_without_act_prices_the_weights_as_served_and_act_overrides(capsys):
+    assert "activations fp8" in _analyze(capsys, "--hardware", "h100-sxm")
+    assert "activations bf16" in _analyze(capsys, "--hardware", "a100-80gb")  # no fp8 units: weight-only
+    assert "activations bf16" in _analyze(capsys, "--hardware", "h100-sxm", "--act", "bf16")
+    served = json.loads(_analyze(capsys, "--hardware", "h100-sxm", "--json"))[0]
+    weight_only = json.loads(_analyze(capsys, "--hardware", "h100-sxm", "--act", "bf16", "--json"))[0]
+    assert served["ttft_s"] < weight_only["ttft_s"]  # a 4096-token prefill's GEMMs at the fp8 peak

@@ -17,6 +17,7 @@ import json
 
 from ..allreduce import RING
 from ..api import METRIC_DEFINITIONS, Analysis, analyze
+from ..hardware import load_hardware
 from ..models.config import CHUNKED, WINDOW, load_model
 from ..memory import DEFAULT_PREFILL_CHUNK
 from . import args as parse
@@ -25,7 +26,7 @@ from ..views.fmt import fmt_bytes, fmt_count, fmt_rate, fmt_seconds, plain
 from .load import add_load_arguments, run_load, under_load
 from ..model import ATTENTION_IMPLS, MLA_FORMS, Options
 from ..models.checkpoint_format import load_shipped_precision
-from ..precision import ACTIVATION_DTYPES, FP4_ACTIVATIONS, GROUPED_FORMATS, Precision, normalize_dtype
+from ..precision import ACTIVATION_DTYPES, FP4_ACTIVATIONS, GROUPED_FORMATS, Precision, as_served, normalize_dtype
 
 METHODS = ("roofline", "napkin")
 DEFAULT_BATCH = "1,64,256"
@@ -106,9 +107,10 @@ def add_precision(parser: argparse.ArgumentParser) -> None:
     add_experts(parser)
     parser.add_argument("--kv", metavar="DTYPE", default=None,
                         help="KV-cache dtype (default bf16, or the checkpoint's with --as-shipped)")
-    parser.add_argument("--act", metavar="DTYPE", default="bf16",
-                        help="activation dtype (default %(default)s; nvfp4 with --weights nvfp4: W4A4 on Blackwell's FP4 "
-                             "tensor cores)")
+    parser.add_argument("--act", metavar="DTYPE", default=None,
+                        help="activation dtype (default: as serving engines run the weights on this device: fp8 with "
+                             "fp8 weights where it has fp8 tensor cores, W8A8, nvfp4 with nvfp4 weights on Blackwell's "
+                             "FP4 units, W4A4; bf16 otherwise. --act bf16 prices a weight-only run)")
     parser.add_argument("--as-shipped", action="store_true",
                         help="weight, expert and KV formats as the checkpoint ships them (its config.json's "
                              "quantization_config and an hf_quant_config.json beside it); --weights, --experts "
@@ -131,13 +133,15 @@ def precision_of(args) -> Precision:
     weights = base.weights if args.weights is None else normalize_dtype(args.weights, "--weights")
     kv = base.kv if args.kv is None else normalize_dtype(args.kv, "--kv")
     experts = experts_of(args) if args.experts is not None else base.experts
-    activations = normalize_dtype(args.act, "--act")
+    activations = "bf16" if args.act is None else normalize_dtype(args.act, "--act")
     if activations in GROUPED_FORMATS and activations not in FP4_ACTIVATIONS:
         raise ValueError(f"--act: {activations} is a group-quantized weight format, not a dtype activations are "
                          f"computed in; fix: --act one of {', '.join(ACTIVATION_DTYPES)} (W4A16: --weights int4 --act bf16)")
     keep = dict(weight_group_size=base.weight_group_size if weights == base.weights else None,
                 expert_group_size=base.expert_group_size if experts is not None and experts == base.experts else None)
-    return Precision(weights=weights, activations=activations, kv=kv, experts=experts, **keep)
+    precision = Precision(weights=weights, activations=activations, kv=kv, experts=experts, **keep)
+    # no --act: the activations a serving engine takes with these weights on this device (W8A8 fp8 on Hopper)
+    return precision if args.act is not None else as_served(precision, load_hardware(args.hardware).peak_flops)
 
 
 def add_prefill_chunk(parser: argparse.ArgumentParser) -> None:
