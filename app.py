@@ -29,11 +29,13 @@ from roofline import (ATTENTION_IMPLS, ATTENTION_KINDS, BITS, CHUNKED, DEFAULT_P
                       crossovers, decode_context, derivations, fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds,
                       harness_profiles, kv_sequences, layer_kind_table, load_model, read_engine_file, speculate, sweep,
                       transfer_profile)
+from roofline.precision import as_served
 
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"
 DEFAULT_BATCH, DEFAULT_PROMPT, DEFAULT_GEN = 1, 1024, 128
 DTYPES = tuple(BITS)
+AS_SERVED = "as served"  # the activations' default: as a serving engine runs the weights on the device
 CURVE_BATCHES = 2 ** np.arange(0, 13)  # latency-throughput: 1 .. 4096, plus the batch shown and the memory wall
 REGIME_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 25)))
 REGIME_CONTEXTS = np.unique(np.round(np.geomspace(128, 131072, 21)))
@@ -230,17 +232,32 @@ def sidebar_hardware() -> Hardware | None:
         return None
 
 
-def sidebar_precision(config: ModelConfig) -> Precision:
-    """Weights, activations, KV; for an MoE model also the routed experts' format (gpt-oss ships them in mxfp4)."""
+def served_activations(precision: Precision, hardware: Hardware | None) -> Precision:
+    """`precision` with the activations a serving engine takes with its weights on `hardware` where the sidebar's
+    activations are AS_SERVED (roofline.precision.as_served: fp8 weights W8A8 on Hopper), else as picked."""
+    if st.session_state.get("activations", AS_SERVED) != AS_SERVED or hardware is None:
+        return precision
+    return as_served(precision, hardware.peak_flops)
+
+
+def sidebar_precision(config: ModelConfig, hardware: Hardware | None) -> Precision:
+    """Weights, activations, KV; for an MoE model also the routed experts' format (gpt-oss ships them in mxfp4).
+    Activations default to the ones a serving engine takes with the weights on the device (AS_SERVED)."""
     columns = st.sidebar.columns(3)
-    chosen = [column.selectbox(label, DTYPES, index=DTYPES.index("bf16"), key=key)
-              for column, label, key in zip(columns, ("weights", "activations", "KV cache"), ("weights", "activations", "kv"))]
+    weights = columns[0].selectbox("weights", DTYPES, index=DTYPES.index("bf16"), key="weights")
+    activations = columns[1].selectbox("activations", [AS_SERVED, *DTYPES], key="activations",
+                                       help="as served: fp8 with fp8 weights where the device has fp8 tensor cores "
+                                            "(W8A8, as TensorRT-LLM, vLLM and SGLang run them), nvfp4 with nvfp4 weights "
+                                            "on Blackwell's FP4 units, bf16 otherwise")
+    kv = columns[2].selectbox("KV cache", DTYPES, index=DTYPES.index("bf16"), key="kv")
     experts = None
     if MOE in config.layer_mlp:
         picked = st.sidebar.selectbox("routed experts", [SAME_AS_WEIGHTS, *DTYPES], key="experts",
                                       help="the routed experts' weight format (gpt-oss: mxfp4, Kimi-K2-Thinking: int4)")
         experts = None if picked == SAME_AS_WEIGHTS else picked
-    return Precision(weights=chosen[0], activations=chosen[1], kv=chosen[2], experts=experts)
+    precision = Precision(weights=weights, activations="bf16" if activations == AS_SERVED else activations, kv=kv,
+                          experts=experts)
+    return served_activations(precision, hardware)
 
 
 def sidebar_workload() -> tuple[int, int, int]:
@@ -366,7 +383,7 @@ def sidebar() -> Setup:
     st.sidebar.header("What if…")
     config = sidebar_model()
     hardware = sidebar_hardware()
-    precision = sidebar_precision(config)
+    precision = sidebar_precision(config, hardware)
     batch, prompt, gen = sidebar_workload()
     chunk = sidebar_prefill_chunk()
     overrides = sidebar_overrides(config)
@@ -669,10 +686,12 @@ def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precisi
         if heads != SAME:
             overrides["n_kv_heads"] = heads
     p = analysis.precision
-    precision = Precision(weights=p.weights if weights == SAME else weights, activations=p.activations,
-                          kv=p.kv if kv == SAME else kv,
+    device = analysis.hardware if hw == SAME else table[hw]
+    served = st.session_state.get("activations", AS_SERVED) == AS_SERVED  # B's weights on B's device, as A's were
+    precision = Precision(weights=p.weights if weights == SAME else weights,
+                          activations="bf16" if served else p.activations, kv=p.kv if kv == SAME else kv,
                           experts=p.experts if MOE in base.layer_mlp else None)  # a dense B has no experts
-    return base, analysis.hardware if hw == SAME else table[hw], precision, overrides
+    return base, device, served_activations(precision, device), overrides
 
 
 def compare_table(a: dict, b: dict) -> pd.DataFrame:

@@ -105,6 +105,11 @@ CHANGES = [  # (what the user does, the library call that must give the numbers 
     (lambda at: at.selectbox(key="hardware").set_value("h200"), dict(hardware="h200")),
     (lambda at: at.selectbox(key="kv").set_value("int8"), dict(precision=Precision(kv="int8"))),
     (lambda at: at.selectbox(key="weights").set_value("int4"), dict(precision=Precision(weights="int4"))),
+    # activations as served by default: fp8 weights on an H100 multiply fp8 activations (W8A8); picked, as picked
+    (lambda at: at.selectbox(key="weights").set_value("fp8"),
+     dict(precision=Precision(weights="fp8", activations="fp8"))),
+    (lambda at: (at.selectbox(key="weights").set_value("fp8"), at.selectbox(key="activations").set_value("bf16")),
+     dict(precision=Precision(weights="fp8"))),
     (lambda at: widget(at, "selectbox", "KV heads K").set_value(8), dict(n_kv_heads=8)),
     (lambda at: widget(at, "selectbox", "CLA factor (layers sharing one KV cache)").set_value(2), dict(cla_factor=2)),
     (lambda at: window_every_layer(at, 512), dict(window=512, layer_attention=(WINDOW,) * 40)),
