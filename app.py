@@ -24,12 +24,11 @@ import sympy as sp
 import roofline
 from roofline import (ATTENTION_IMPLS, ATTENTION_KINDS, BITS, CHUNKED, DEFAULT_PREFILL_CHUNK, ENGINES_DIR, FAMILIES,
                       GLOBAL, IDEAL, LOGITS, METRIC_DEFINITIONS, MLA_FORMS, MOE, STATE_FAMILIES, WINDOW, Analysis,
-                      Deployment, Engine, Hardware, ModelConfig, Options, Policy, Precision, analyze, at_load,
+                      Deployment, Engine, Hardware, ModelConfig, Options, Policy, Precision, analyze, as_served, at_load,
                       attention_twin, bundled_hardware, bundled_models, cache_against_context, config_from_json,
                       crossovers, decode_context, derivations, fmt_bytes, fmt_count, fmt_flops, fmt_rate, fmt_seconds,
                       harness_profiles, kv_sequences, layer_kind_table, load_model, read_engine_file, speculate, sweep,
                       transfer_profile)
-from roofline.precision import as_served
 
 
 DEFAULT_MODEL, DEFAULT_HARDWARE = "llama-2-13b", "h100-sxm"

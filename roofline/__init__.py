@@ -29,7 +29,7 @@ from .models.config import (ATTENTION_KINDS, CHUNKED, FAMILIES, GLOBAL, MOE, WIN
 from .models.config_state import STATE_FAMILIES
 from .planning.forms import explain as explain_plan
 from .planning.plan import DEFAULT_ENGINE, Targets, Workload, candidate_name, load_prices, pareto, plan, verdict
-from .precision import BITS, Precision
+from .precision import BITS, Precision, as_served
 from .serving import crossovers
 from .serving.constant_state import attention_twin, cache_against_context, layer_kind_table
 from .serving.expert_parallel import analyze_expert_parallel
@@ -57,7 +57,7 @@ __all__ = [
     "layer_kind_table",
     # the step pricer and its inputs
     "Deployment", "Cost", "ModelConfig", "bundled_models", "load_model", "config_from_json", "Hardware",
-    "bundled_hardware", "load_hardware", "Precision", "Options", "Engine", "load_engine", "IDEAL", "ENGINES_DIR",
+    "bundled_hardware", "load_hardware", "Precision", "as_served", "Options", "Engine", "load_engine", "IDEAL", "ENGINES_DIR",
     "read_engine_file", "harness_profiles", "transfer_profile",
     # the vocabulary of those inputs
     "ATTENTION_KINDS", "CHUNKED", "FAMILIES", "GLOBAL", "MOE", "WINDOW", "STATE_FAMILIES", "ATTENTION_IMPLS",
