@@ -231,12 +231,10 @@ def sidebar_hardware() -> Hardware | None:
         return None
 
 
-def served_activations(precision: Precision, hardware: Hardware | None) -> Precision:
-    """`precision` with the activations a serving engine takes with its weights on `hardware` where the sidebar's
-    activations are AS_SERVED (roofline.precision.as_served: fp8 weights W8A8 on Hopper), else as picked."""
-    if st.session_state.get("activations", AS_SERVED) != AS_SERVED or hardware is None:
-        return precision
-    return as_served(precision, hardware.peak_flops)
+def served_activations(precision: Precision, hardware: Hardware | None, served: bool) -> Precision:
+    """`precision` with the activations a serving engine takes with its weights on `hardware` where `served` (the
+    sidebar's activations are AS_SERVED; roofline.precision.as_served: fp8 weights W8A8 on Hopper), else as picked."""
+    return as_served(precision, hardware.peak_flops) if served and hardware is not None else precision
 
 
 def sidebar_precision(config: ModelConfig, hardware: Hardware | None) -> Precision:
@@ -256,7 +254,7 @@ def sidebar_precision(config: ModelConfig, hardware: Hardware | None) -> Precisi
         experts = None if picked == SAME_AS_WEIGHTS else picked
     precision = Precision(weights=weights, activations="bf16" if activations == AS_SERVED else activations, kv=kv,
                           experts=experts)
-    return served_activations(precision, hardware)
+    return served_activations(precision, hardware, activations == AS_SERVED)
 
 
 def sidebar_workload() -> tuple[int, int, int]:
@@ -690,7 +688,7 @@ def compare_controls(analysis: Analysis) -> tuple[ModelConfig, Hardware, Precisi
     precision = Precision(weights=p.weights if weights == SAME else weights,
                           activations="bf16" if served else p.activations, kv=p.kv if kv == SAME else kv,
                           experts=p.experts if MOE in base.layer_mlp else None)  # a dense B has no experts
-    return base, device, served_activations(precision, device), overrides
+    return base, device, served_activations(precision, device, served), overrides
 
 
 def compare_table(a: dict, b: dict) -> pd.DataFrame:

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from roofline.cli import main
-
 from roofline.engine import load_engine
 from roofline.fitting.published_disagg import _deployment as disagg_deployment
 from roofline.fitting.published_disagg import read_disagg_rows
