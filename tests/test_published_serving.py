@@ -63,9 +63,12 @@ def test_row_table_holds_each_row_measured_beside_predicted_and_the_scores_come_
         assert [float(r[f"{metric}_error"]) for r in lines] == pytest.approx(errors, abs=1e-4)
         assert float(np.median(np.abs(errors))) == pytest.approx(report[f"{metric}_after"]["median"], rel=1e-3)
     assert (lines[1]["weights"], lines[1]["tp"], lines[1]["concurrency"]) == ("fp8", "2", "32")
-    # a table needs one profile: the held-out splits refit one a fold
-    assert main(["accuracy", "--serving", str(sample), "--rows", str(table)]) == 2
-    assert "--rows" in capsys.readouterr().err
+    # a table of serving rows needs --serving; the Blackwell transfer scores write none
+    for argv in (["accuracy", "--rows", str(table)], ["accuracy", "--serving", str(sample), "--transfer", "--rows",
+                                                       str(table)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and "--rows" in err and "--serving" in err
 
 
 def test_no_rows_score_as_none_not_a_crash():

@@ -133,6 +133,24 @@ def test_held_out_folds_fitted_in_worker_processes_score_as_one_after_another(se
     assert reports[0] == reports[1] and reports[1]["leave_one_device_out"]["tpot"]["n"] == 4
 
 
+def test_held_out_rows_table_holds_each_split_s_prediction_and_the_scores_come_from_it(serving_csv, tmp_path, capsys):
+    import csv
+    table = tmp_path / "held_out.csv"
+    assert main(["accuracy", "--serving", str(serving_csv), "--json", "--rows", str(table)]) == 0
+    report = json.loads(capsys.readouterr().out)["backends"]["vllm"]
+    lines = list(csv.DictReader(table.read_text().splitlines()))
+    assert [r["id"] for r in lines] == ["0", "1", "2", "3"] and {r["backend"] for r in lines} == {"vllm"}
+    assert [float(r["ttft_ms"]) for r in lines] == [60.0, 90.0, 70.0, 80.0]  # the file's own milliseconds
+    assert {r["ttft_leave_one_model_out_ms"] for r in lines} == {""}  # one model: nothing to hold out
+    for kind in ("prior", "in_sample", "leave_one_device_out"):
+        for metric in ("ttft", "tpot"):
+            errors = [float(r[f"{metric}_{kind}_ms"]) / float(r[f"{metric}_ms"]) - 1 for r in lines]
+            assert [float(r[f"{metric}_{kind}_error"]) for r in lines] == pytest.approx(errors, abs=1e-4)
+            assert float(np.median(np.abs(errors))) == pytest.approx(report[kind][metric]["median"], rel=1e-3)
+    # the device left out is predicted by a fit that never saw it: not the in-sample prediction
+    assert [r["tpot_leave_one_device_out_ms"] for r in lines] != [r["tpot_in_sample_ms"] for r in lines]
+
+
 @pytest.mark.parametrize("jobs", ["0", "-1", "1.5", "two"])
 def test_a_bad_jobs_count_is_one_line_naming_the_flag(serving_csv, capsys, jobs):
     assert main(["accuracy", "--serving", str(serving_csv), "--jobs", jobs]) == 2

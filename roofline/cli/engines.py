@@ -115,8 +115,9 @@ def add_accuracy_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --serving and no --engine: fit N held-out folds at a time, each in its own process "
                              "(default 1; at most the machine's cores help)")
     parser.add_argument("--rows", metavar="CSV", default=None,
-                        help="with --serving and --engine: also write each aggregated row, measured beside predicted "
-                             "(before and after) and its error, one line a row")
+                        help="with --serving: also write each aggregated row, one line a row: with --engine, measured "
+                             "beside predicted (before and after) and its error; without, measured beside each "
+                             "backend's prior, in-sample and held-out predictions (a column pair a split) and errors")
 
 
 def run_accuracy(args: argparse.Namespace) -> int:
@@ -124,9 +125,9 @@ def run_accuracy(args: argparse.Namespace) -> int:
     if args.transfer and not args.serving:
         raise ValueError("--transfer: score which rows? fix: --serving PATH of AIConfigurator's silicon_sample.csv "
                          "(README, Transfer to Blackwell)")
-    if args.rows and not (args.serving and args.engine):
-        raise ValueError("--rows: a row table of which profile? fix: add --serving PATH of serving-hopper.csv and "
-                         "--engine NAME (the held-out splits refit a profile a fold: no one table)")
+    if args.rows and (not args.serving or args.transfer):
+        raise ValueError("--rows: a row table of which rows? fix: add --serving PATH of serving-hopper.csv (with "
+                         "--engine NAME: that engine's estimates; without: each backend's held-out predictions)")
     if args.serving:
         return run_serving_accuracy(args)
     if args.load:
@@ -176,12 +177,12 @@ def run_serving_accuracy(args: argparse.Namespace) -> int:
     if args.transfer:
         from .scored import run_transfer
         return run_transfer(path, args.json)
+    if args.rows:  # before the pricing: a place the table cannot go is known now
+        writable_file("--rows", Path(args.rows))
     if not args.engine:
         from .serving_fit import run_held_out
         jobs = parse.number(args.jobs, "--jobs", whole=True, example="2")
-        return run_held_out(path, args.json, args.backend, jobs)
-    if args.rows:  # before the pricing: a place the table cannot go is known now
-        writable_file("--rows", Path(args.rows))
+        return run_held_out(path, args.json, args.backend, jobs, Path(args.rows) if args.rows else None)
     engine = load_engine(args.engine[0])
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
@@ -217,7 +218,11 @@ def write_row_table(path: Path, rows: list, predicted: dict) -> None:
     """One line a row: what it ran, measured and predicted TTFT and TPOT (ms) and predicted / measured − 1 under the
     load (empty where a row is not priced): the scores' rows, to find where a profile misses."""
     from ..fitting.published_serving import row_table
-    table = row_table(rows, predicted)
+    write_table(path, row_table(rows, predicted))
+
+
+def write_table(path: Path, table: list[dict]) -> None:
+    """Records as a CSV, one line each, the first record's keys the header."""
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["id"])
         writer.writeheader()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..engine import known_engines, load_engine
 from ..fitting.published_serving import predict, read_serving_rows, read_serving_table
-from ..fitting.serving_fit import SPLITS, fit_serving, priced, serving_accuracy, summary
+from ..fitting.serving_fit import (SPLITS, fit_serving, held_out_predictions, held_out_table, priced,
+                                   serving_accuracy, summary)
 from ..scheduler import DEFAULT_SCHEDULER
 from .profile_file import fitted_document, write_profile
 
@@ -89,7 +90,7 @@ def serving_profiles() -> dict[str, str]:
     return out
 
 
-def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int = 1) -> int:
+def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int = 1, rows_out: Path | None = None) -> int:
     read = read_serving_table(path)
     rows, left_out = read.rows, read.left_out
     profiles = serving_profiles()
@@ -97,14 +98,18 @@ def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int =
     if only is not None and only not in backends:
         raise ValueError(f"--backend: no aggregated row of backend {only!r} in {path.name}; fix: one of "
                          f"{', '.join(backends)}")
-    report = {}
+    report, table = {}, []
     for backend in [b for b in backends if only in (None, b)]:
         if backend not in profiles:
             print(f"roofline accuracy: no bundled profile for backend {backend!r}: not scored", file=sys.stderr)
             continue
-        report[backend] = {"engine": profiles[backend],
-                           **serving_accuracy(load_engine(profiles[backend]), [r for r in rows if r.backend == backend],
-                                            jobs)}
+        profile, chosen = load_engine(profiles[backend]), [r for r in rows if r.backend == backend]
+        predictions = held_out_predictions(profile, chosen, jobs)
+        report[backend] = {"engine": profiles[backend], **serving_accuracy(profile, chosen, predictions=predictions)}
+        table += held_out_table(*predictions)
+    if rows_out is not None:
+        from .engines import write_table
+        write_table(rows_out, table)
     if as_json:
         print(json.dumps({"file": path.name, "rows": len(rows), "left_out": sum(left_out.values()),
                           "left_out_by_reason": left_out, "targets": TARGETS, "backends": report}, indent=2))

@@ -113,16 +113,42 @@ def summary(rows: list[ServingRow], predicted: dict) -> dict:
     return out
 
 
-def serving_accuracy(profile: Engine, rows: list[ServingRow], jobs: int = 1) -> dict:
-    """A profile on its rows: the prior's, in-sample (the profile as shipped) and held-out scores, each split
-    refitting from the profile's priors (its fitted values saw every row); `jobs` folds fitted at a time."""
+def held_out_predictions(profile: Engine, rows: list[ServingRow], jobs: int = 1) -> tuple[list[ServingRow], dict]:
+    """(the rows the profile's prior prices, kind -> predictions aligned with them): the prior's, in sample (the profile
+    as shipped) and each held-out split's (None where the rows hold one model or one device), each split refitting
+    from the profile's priors (its fitted values saw every row); `jobs` folds fitted at a time."""
     prior = profile.prior()
-    names = list(profile.fit)
     chosen = priced(rows, prior)
-    engines = folds(chosen, prior, names, jobs)
-    report = {"rows": len(chosen), "unpriced": len(rows) - len(chosen),
-              "prior": summary(chosen, predict(chosen, prior)), "in_sample": summary(chosen, predict(chosen, profile))}
+    engines = folds(chosen, prior, list(profile.fit), jobs)
+    predicted = {"prior": predict(chosen, prior), "in_sample": predict(chosen, profile)}
     for split, key in SPLITS.items():
         fitted = {value: engine for (name, value), engine in engines.items() if name == split}
-        report[split] = summary(chosen, held_out(chosen, key, None, fitted)) if fitted else None
-    return report
+        predicted[split] = held_out(chosen, key, None, fitted) if fitted else None
+    return chosen, predicted
+
+
+def serving_accuracy(profile: Engine, rows: list[ServingRow], jobs: int = 1,
+                     predictions: tuple[list[ServingRow], dict] | None = None) -> dict:
+    """A profile on its rows: each kind's scores (held_out_predictions; `predictions`: those already made)."""
+    chosen, predicted = predictions or held_out_predictions(profile, rows, jobs)
+    return {"rows": len(chosen), "unpriced": len(rows) - len(chosen),
+            **{kind: None if p is None else summary(chosen, p) for kind, p in predicted.items()}}
+
+
+def held_out_table(rows: list[ServingRow], predicted: dict) -> list[dict]:
+    """One record a row: what it ran, measured TTFT and TPOT (ms), and each kind's prediction and its error
+    (predicted / measured - 1; empty where a kind does not apply or a row is not priced): where the held-out
+    scores' tails come from."""
+    table = []
+    for i, r in enumerate(rows):
+        record = {"id": r.id, "backend": r.backend, "model": r.model, "hardware": r.hardware, "tp": r.tp, "ep": r.ep,
+                  "concurrency": r.concurrency, "isl": r.prompt, "osl": r.gen,
+                  "ttft_ms": round(r.ttft_s * 1e3, 4), "tpot_ms": round(r.tpot_s * 1e3, 4)}
+        for kind, p in predicted.items():
+            for m in METRICS:
+                value = np.nan if p is None else float(p[f"{m}_after"][i])
+                ok = np.isfinite(value)
+                record[f"{m}_{kind}_ms"] = round(value * 1e3, 4) if ok else ""
+                record[f"{m}_{kind}_error"] = round(value / getattr(r, f"{m}_s") - 1, 4) if ok else ""
+        table.append(record)
+    return table
