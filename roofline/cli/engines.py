@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
@@ -218,15 +217,8 @@ def write_row_table(path: Path, rows: list, predicted: dict) -> None:
     """One line a row: what it ran, measured and predicted TTFT and TPOT (ms) and predicted / measured − 1 under the
     load (empty where a row is not priced): the scores' rows, to find where a profile misses."""
     from ..fitting.published_serving import row_table
+    from .serving_fit import write_table
     write_table(path, row_table(rows, predicted))
-
-
-def write_table(path: Path, table: list[dict]) -> None:
-    """Records as a CSV, one line each, the first record's keys the header."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["id"])
-        writer.writeheader()
-        writer.writerows(table)
 
 
 def disaggregated_accuracy(path: Path, engine) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
 from pathlib import Path
@@ -108,7 +109,6 @@ def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int =
         report[backend] = {"engine": profiles[backend], **serving_accuracy(profile, chosen, predictions=predictions)}
         table += held_out_table(*predictions)
     if rows_out is not None:
-        from .engines import write_table
         write_table(rows_out, table)
     if as_json:
         print(json.dumps({"file": path.name, "rows": len(rows), "left_out": sum(left_out.values()),
@@ -128,6 +128,14 @@ def run_held_out(path: Path, as_json: bool, only: str | None = None, jobs: int =
             cells = "  ".join(f"{m.upper()} {_cell(r[kind][m])}" for m in ("ttft", "tpot"))
             print(f"    {kind:22s} {cells}")
     return 0
+
+
+def write_table(path: Path, table: list[dict]) -> None:
+    """Records as a CSV, one line each, the first record's keys the header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["id"])
+        writer.writeheader()
+        writer.writerows(table)
 
 
 def _cell(score: dict) -> str:
