@@ -63,9 +63,9 @@ def test_the_gap_counts_it_as_launch_and_analyze_names_it(capsys, tmp_path):
 
 
 def test_absent_from_a_file_it_is_zero():
-    document = load_engine("vllm").as_document()
+    document = load_engine("sglang").as_document()
     assert "op_overhead_s" not in document or document["op_overhead_s"]["value"] == 0.0
-    assert load_engine("vllm").op_overhead_s == 0.0
+    assert load_engine("sglang").op_overhead_s == 0.0
 
 
 @pytest.mark.parametrize("value", [-1e-6, 2e-3])

@@ -2,8 +2,8 @@
 
 The aiconfigurator-core package (not a dependency: `pip install aiconfigurator==0.12.0` in a venv of its own) holds
 `systems/data/<device>/<op>/<engine>/<release>/<table>.parquet`: the latencies NVIDIA measured of each engine's own
-kernels on H100 and H200. The scripts that read it (expert_slice_fit, gemm_shape_fit, expert_decode_profile,
-allreduce_fit) take the releases and devices from here.
+kernels on H100 and H200. The scripts that read it (expert_slice_fit, gemm_shape_fit, gemv_floor_fit,
+expert_decode_profile, allreduce_fit) take the releases and devices from here.
 """
 from __future__ import annotations
 
