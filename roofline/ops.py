@@ -205,12 +205,17 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False, sparse=
     """
     n = tokens()
     keys = sp.Min(S, W) if window else sparse_keys() if sparse and impl == "flash" else S
-    if q_lora:
-        ops = [linear("q_a_proj", D, Cq), norm("q_a_norm", Cq), linear("q_b_proj", Cq, N * (Hn + R))]
-    else:
-        ops = [linear("q_proj", D, N * (Hn + R))]
     latent_cached = ZERO if form == "expanded" else C + R
-    ops += [linear("kv_a_proj", D, C + R, kv_out=latent_cached), norm("kv_a_norm", C)]
+    if q_lora and form != "expanded":
+        # The serving engines multiply X by [W_qa | W_kva] as one replicated GEMM of Cq + C + R columns (vLLM's and
+        # SGLang's fused_qkv_a_proj, TensorRT-LLM's fused_a): X read once, one launch, and the width its kernel's
+        # rate follows (roofline.gemm_shape: Kimi-K2's 576-column kv_a_proj alone would run at half the share).
+        ops = [linear("qkv_a_proj", D, Cq + C + R, kv_out=latent_cached), norm("q_a_norm", Cq),
+               linear("q_b_proj", Cq, N * (Hn + R)), norm("kv_a_norm", C)]
+    else:  # Hugging Face's module (the expanded cache) runs q_a_proj and kv_a_proj_with_mqa apart
+        ops = ([linear("q_a_proj", D, Cq), norm("q_a_norm", Cq), linear("q_b_proj", Cq, N * (Hn + R))] if q_lora
+               else [linear("q_proj", D, N * (Hn + R))])
+        ops += [linear("kv_a_proj", D, C + R, kv_out=latent_cached), norm("kv_a_norm", C)]
     if form == "absorbed":
         ops += [
             head_linear("q_absorb", Hn, C),          # q_lat (n,N,C) = q_nope (n,N,Hn) @ W_UK (N,Hn,C)
