@@ -89,7 +89,9 @@ def _floor_ms(ttft: dict) -> float:
 
 def test_vllm_s_measured_ttft_floor_follows_the_model_s_ops_not_one_cost_a_request():
     """Llama-3.1-70B's floor is ~1.9x gpt-oss-120b's on both devices: nearer the ratio of their prefill graphs' ops
-    (643 / 399 = 1.6) than a flat request cost's 1; the vllm profile's per-request cost tracks both floors."""
+    (643 / 399 = 1.6) than a flat request cost's 1. The floor holds the request's own cost and the steps' fixed
+    costs no GPU count divides, so the vllm profile's per-request cost sits under each floor and is most of it (a
+    flat 30.2 ms, main before the op term, was 35% over gpt-oss-120b's 22 ms floor on the H100)."""
     vllm = load_engine("vllm")
     ratio_ops = (Deployment(load_model("llama-3.1-70b"), H100, engine=vllm).prefill_ops
                  / Deployment(load_model("gpt-oss-120b"), H100, engine=vllm).prefill_ops)
@@ -98,4 +100,4 @@ def test_vllm_s_measured_ttft_floor_follows_the_model_s_ops_not_one_cost_a_reque
         assert abs(llama / gpt_oss - ratio_ops) < abs(llama / gpt_oss - 1.0)
         for model, floor in (("gpt-oss-120b", gpt_oss), ("llama-3.1-70b", llama)):
             priced = Deployment(load_model(model), load_hardware(device), engine=vllm).request_s * 1e3
-            assert priced == pytest.approx(floor, rel=0.35)  # the floor also holds the steps' fixed costs
+            assert 0.5 * floor < priced < 1.1 * floor, (model, device)  # 1.1: a floor from 3-4 points is ~10% sure
