@@ -208,8 +208,9 @@ def mla_block(form="absorbed", impl="flash", q_lora=False, window=False, sparse=
     latent_cached = ZERO if form == "expanded" else C + R
     if q_lora and form != "expanded":
         # The serving engines multiply X by [W_qa | W_kva] as one replicated GEMM of Cq + C + R columns (vLLM's and
-        # SGLang's fused_qkv_a_proj, TensorRT-LLM's fused_a): X read once, one launch, and the width its kernel's
-        # rate follows (roofline.gemm_shape: Kimi-K2's 576-column kv_a_proj alone would run at half the share).
+        # SGLang's fused_qkv_a_proj, TensorRT-LLM's widened kv_a_proj_with_mqa): X read once, one launch, and the
+        # width its kernel's rate follows (roofline.gemm_shape: Kimi-K2's 576-column kv_a_proj alone would run at
+        # 0.4 of the 2112-column GEMM's rate in fp8).
         ops = [linear("qkv_a_proj", D, Cq + C + R, kv_out=latent_cached), norm("q_a_norm", Cq),
                linear("q_b_proj", Cq, N * (Hn + R)), norm("kv_a_norm", C)]
     else:  # Hugging Face's module (the expanded cache) runs q_a_proj and kv_a_proj_with_mqa apart

@@ -3,8 +3,8 @@
 Oracle: NVIDIA's profile of TensorRT-LLM 1.3.0rc20's and vLLM 0.24.0's own GEMMs on an H100 (AIConfigurator 0.12.0,
 systems/data/h100_sxm/gemm/{trtllm/1.3.0rc20,vllm/0.24.0}/gemm_perf.parquet), M = 1024 rows, the fastest kernel of
 each shape, as a fraction of the dtype's dense peak (hand-read from the profile; validation/gemm_shape_fit.py fits
-the halves over every shape at M >= 1024). The shapes by hand: Llama-3.1-8B's projections (hidden 4096, 32 query and 8 KV heads
-of 128, MLP 14336, vocabulary 128256) on one GPU of 8.
+the halves over every shape at M >= 1024). The shapes by hand: Llama-3.1-8B's projections (hidden 4096, 32 query
+and 8 KV heads of 128, MLP 14336, vocabulary 128256) on one GPU of 8.
 """
 import dataclasses
 
