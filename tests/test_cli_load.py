@@ -45,6 +45,21 @@ def test_concurrency_rows_hold_their_concurrency_by_littles_law(capsys):
         assert row["rate"] * row["e2e_s"] == pytest.approx(c, rel=0.01)
 
 
+def test_every_serving_profile_answers_a_closed_loop_in_the_same_keys(capsys):
+    """In-flight batching (vllm, tensorrt-llm-1) prices a closed loop as a steady state, SGLang's prefill-first
+    scheduler as a cohort: both answer in one vocabulary, the cohort's batch wait 0 (it holds no prompt back)."""
+    keys = {}
+    for engine in ("vllm", "tensorrt-llm-1", "sglang"):
+        assert main(["analyze", "--model", "llama-3.1-8b", "--hardware", "h200", "--engine", engine, "--prompt",
+                     "2000", "--gen", "100", "--concurrency", "8,80", "--requests", "800", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        keys[engine] = {frozenset(row) for row in rows}
+        assert all(row["ttft_s"] > row["ttft_prefill_s"] > 0 and row["tpot_s"] > 0 for row in rows), engine
+    assert keys["vllm"] == keys["tensorrt-llm-1"] == keys["sglang"] and len(keys["sglang"]) == 1
+    assert main(["analyze", "--model", "llama-3.1-8b", "--engine", "sglang", "--concurrency", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["ttft_batch_wait_s"] == 0.0
+
+
 def test_requests_make_ttft_a_runs_mean_with_its_first_wave_and_replicas_share_the_run(capsys):
     steady = run_json(capsys, "--concurrency", "8,32")
     run = run_json(capsys, "--concurrency", "8,32", "--requests", "320")

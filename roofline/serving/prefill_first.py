@@ -187,6 +187,7 @@ class PrefillFirstSteps:
                "prefill_share": prefill_steps / (model.G - 1 + prefill_steps), "ttft_queue_s": wait,
                "ttft_front_end_s": front,
                "ttft_prefill_s": wave["ttft_s"] - model.request_overhead_s,
+               "ttft_batch_wait_s": np.zeros(concurrency.shape),  # prompts run as soon as a step is free: no hold
                "goodput_tokens_per_s": rate * model.G, "goodput_requests_per_s": rate, "concurrency": concurrency,
                "queued": queued, "ttft_steady_s": wave["ttft_s"] + front + wait}
         if requests is not None:
