@@ -114,6 +114,34 @@ def test_closed_loop_holds_its_concurrency_and_past_the_kv_pool_the_rest_queue()
     assert out["ttft_s"][2] - out["ttft_s"][1] == pytest.approx(40 / out["rate"][1], rel=1e-6)
 
 
+def test_a_lone_client_finds_the_server_idle_and_decodes_alone():
+    """A closed loop of one: the request sees no other (the arrival theorem, roofline.serving.steady_loop), so its TTFT
+    is a lone request's prefill and request cost and its TPOT the decode step of one sequence, no prompt riding in
+    it; the loop completes one request an E2E. Pricing the loop at its own rate counted its own prompt in its steps."""
+    model = LoadModel(TRT, 900, 64, Policy(token_budget=BUDGET, step_policy=MIXED))
+    out = model.at_concurrency([1.0])
+    lone = float(TRT.step(PREFILL, 1.0, 900.0).total_s) + TRT.engine.request_overhead_s
+    assert float(out["ttft_s"][0]) == pytest.approx(lone, rel=1e-3)
+    assert float(out["tpot_s"][0]) == pytest.approx(float(TRT.step(DECODE, 1.0, 900 + 32).total_s), rel=1e-3)
+    assert float(out["rate"][0] * out["e2e_s"][0]) == pytest.approx(1.0, rel=1e-9)
+    own_rate = model.at_rate(out["rate"])
+    assert float(own_rate["tpot_s"][0]) > 1.05 * float(out["tpot_s"][0])
+
+
+@pytest.mark.parametrize("clients", [4, 16])
+def test_a_closed_loop_decodes_beside_the_others_prompts_as_the_simulator_does(clients):
+    """8000-token prompts whose outputs vary (uniform in [160, 200]): each decode step a request sees carries the other
+    C − 1 clients' prompts, never its own (the arrival theorem, roofline.serving.steady_loop). TPOT within 5% of the
+    simulator running the scheduler request by request; the open loop at the loop's own rate, which counts the
+    request's own prompt among those riding in its steps, is 25% over it or more (16.8 against 12.2 ms at 4 clients)."""
+    ttft, tpot, gen = varied_outputs_simulated(TRT, clients, BUDGET, mixed=True, prompt=8000)
+    model = LoadModel(TRT, 8000, gen, Policy(token_budget=BUDGET, step_policy=MIXED), lengths_vary=True)
+    out = model.at_concurrency([clients])
+    assert float(out["tpot_s"][0]) == pytest.approx(tpot, rel=0.05)
+    assert float(model.at_rate(out["rate"])["tpot_s"][0]) > 1.25 * tpot
+    assert float(out["rate"][0] * out["e2e_s"][0]) == pytest.approx(clients, rel=1e-9)
+
+
 @pytest.mark.parametrize("clients", [16, 64])
 def test_a_closed_loop_of_varied_outputs_waits_as_the_simulators_does_and_identical_ones_do_not(clients):
     """Outputs drawn uniformly in [160, 200] end at unrelated steps: the requests arrive as an open loop's do and wait

@@ -1,10 +1,12 @@
 """serving-hopper.csv rows read as closed-loop deployments: which rows are read, and each priced by the load model."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from roofline.cli import main
 from roofline.engine import load_engine
-from roofline.fitting.published_serving import predict, read_serving_rows, scores
+from roofline.fitting.published_serving import client_lengths, predict, read_serving_rows, scores, simulate
 from serving_sample import TAIL, write_sample
 
 ROWS = [  # read: a bf16 Llama-3.1-8B, an fp8 70B and (issue 24) Qwen3-32B and gpt-oss-120b's nvfp4-labelled row;
@@ -77,3 +79,25 @@ def test_no_rows_score_as_none_not_a_crash():
     from roofline.fitting.published_serving import predict, scores
     assert scores([], predict([], load_engine("tensorrt-llm")))["all"]["tpot_after"] == {"n": 0, "median": None,
                                                                                          "p90": None}
+
+
+SERVING_HOPPER = Path(__file__).resolve().parents[2] / "shared" / "published" / "serving-hopper.csv"
+
+
+@pytest.mark.skipif(not SERVING_HOPPER.is_file(), reason="../shared/published/serving-hopper.csv not beside the repo")
+def test_the_simulator_runs_a_rows_closed_loop_as_the_load_model_prices_it():
+    """Kimi-K2.5's 7373-token prompts on 8 H200s (InferenceX, lengths drawn in [0.8 L, L] about the row's mean): the
+    simulator's run of the row (published_serving.simulate) and the load model's steady state (predict) decode within
+    5% of each other at 4 and at 64 clients, and the drawn lengths keep the row's means."""
+    rows, _ = read_serving_rows(SERVING_HOPPER)
+    chosen = [r for r in rows if r.model == "kimi-k2.5" and r.prompt > 7000 and r.concurrency in (4, 64)
+              and r.id.startswith("2026_04_06")]
+    assert sorted(r.concurrency for r in chosen) == [4, 64] and all(r.launch.lengths_vary for r in chosen)
+    engine = load_engine("vllm")
+    steady, simulated = predict(chosen, engine), simulate(chosen, engine)
+    assert simulated["tpot_after"] == pytest.approx(steady["tpot_after"], rel=0.05)
+    assert np.all(simulated["ttft_after"] > 0.5 * steady["ttft_after"])
+    prompts, outputs = client_lengths(chosen[0], 4000, np.random.default_rng(0))
+    assert prompts.mean() == pytest.approx(chosen[0].prompt, rel=0.01)
+    assert outputs.mean() == pytest.approx(chosen[0].gen, rel=0.01)
+    assert prompts.min() >= 0.8 * prompts.max() - 1

@@ -23,9 +23,10 @@ with the predicted TTFT plus E2E / C, E2E = TTFT + (osl − 1) TPOT as predicted
 from __future__ import annotations
 
 import csv
+import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +38,7 @@ from ..engine import Engine
 from ..hardware import load_hardware
 from ..model import DECODE, PREFILL, Options, decode_context
 from ..precision import Precision, as_served
+from ..serving.batching import StepCost, Workload, engine_terms, simulate_continuous
 from ..serving.load import LoadModel, Policy, kv_sequences
 from .clients import run_requests
 from .copies import copies
@@ -146,6 +148,24 @@ def _deployment(row: ServingRow, engine: Engine) -> Deployment:
                       engine=engine)
 
 
+def _policy(row: ServingRow, d: Deployment, engine: Engine) -> Policy | None:
+    """The scheduler `row` ran under (`d` its deployment): the profile's, with its launch's token budget, streaming and
+    batch wait where set; None where the KV pool holds no sequence of the row's lengths."""
+    budget = engine.scheduler.token_budget if row.token_budget is None else row.token_budget
+    # a step carries no more decode tokens than its budget: a launch's small budget caps the running batch too
+    running = min(engine.scheduler.max_sequences, budget - 1)
+    pool = kv_sequences(d, row.prompt, row.gen, token_budget=budget)
+    if pool < 1:
+        return None
+    launch = row.launch
+    # the front end's load as launched: a chunk every stream_interval tokens, shared by its post-processing workers
+    streaming = {} if launch is None else {"stream_interval": launch.stream_interval,
+                                           "postprocess_workers": launch.postprocess_workers}
+    # prompts held to run together where the launch set a batch wait (roofline.serving.batch_wait)
+    return Policy(budget, running, pool, **streaming, batch_wait_steps=row.batch_wait[0],
+                  batch_wait_ratio=row.batch_wait[1])
+
+
 def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
     """Per row: before (offline) and after (under load) TTFT and TPOT, seconds; NaN where not priced."""
     out = {k: np.full(len(rows), np.nan) for k in ("ttft_before", "tpot_before", "ttft_after", "tpot_after")}
@@ -155,24 +175,16 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         budget = engine.scheduler.token_budget if row.token_budget is None else row.token_budget
         groups.setdefault((row.model, row.hardware, row.precision, row.tp, row.ep, row.expert_tp, row.experts_read,
                            row.launch, row.batch_wait, budget, row.prompt, row.gen), []).append(i)
-    for (*_, batch_wait, budget, prompt, gen), members in groups.items():
+    for (*_, prompt, gen), members in groups.items():
         d = _deployment(rows[members[0]], engine)
         concurrency = np.array([rows[i].concurrency for i in members], dtype=float)
         decode = d.step(DECODE, concurrency, float(decode_context(prompt)))
         out["tpot_before"][members] = np.broadcast_to(decode.total_s, concurrency.shape)
         out["ttft_before"][members] = float(d.step(PREFILL, 1.0, float(prompt)).total_s) + d.request_s
-        # a step carries no more decode tokens than its budget: a launch's small budget caps the running batch too
-        running = min(engine.scheduler.max_sequences, budget - 1)
-        pool = kv_sequences(d, prompt, gen, token_budget=budget)
-        if pool < 1:
+        policy = _policy(rows[members[0]], d, engine)
+        if policy is None:
             continue
         launch = rows[members[0]].launch
-        # the front end's load as launched: a chunk every stream_interval tokens, shared by its post-processing workers
-        streaming = {} if launch is None else {"stream_interval": launch.stream_interval,
-                                               "postprocess_workers": launch.postprocess_workers}
-        # prompts held to run together where the launch set a batch wait (roofline.serving.batch_wait)
-        policy = Policy(budget, running, pool, **streaming, batch_wait_steps=batch_wait[0],
-                        batch_wait_ratio=batch_wait[1])
         # a launch's client drawing output lengths at random: its closed loop's requests arrive at random (steady_loop)
         requests = np.array([rows[i].requests or RUN_REQUESTS_PER_CLIENT * rows[i].concurrency for i in members],
                             dtype=float)
@@ -181,6 +193,49 @@ def predict(rows: list[ServingRow], engine: Engine) -> dict[str, np.ndarray]:
         out["ttft_after"][members], out["tpot_after"][members] = load["ttft_s"], load["tpot_s"]
     for when in ("before", "after"):
         out[f"ttft_{when}"] = as_timed(rows, out[f"ttft_{when}"], out[f"tpot_{when}"])
+    return out
+
+
+def client_lengths(row: ServingRow, requests: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(prompts, outputs) of a run of `requests`: every one the row's lengths, or, where its launch's client drew
+    them at random, each uniform in [⌊r L⌋, L] about the row's mean (Launch.mean_length)."""
+    launch = row.launch
+    if launch is None or not launch.lengths_vary:
+        return np.full(requests, row.prompt), np.full(requests, row.gen)
+
+    def drawn(mean: int) -> np.ndarray:
+        stated = next(n for n in range(mean, 2 * mean + 2) if launch.mean_length(n) >= mean)
+        return rng.integers(math.floor(launch.length_ratio * stated), stated + 1, requests)
+    return drawn(row.prompt), drawn(row.gen)
+
+
+def simulate(rows: list[ServingRow], engine: Engine, seed: int = 0) -> dict[str, np.ndarray]:
+    """Per row: the mean TTFT and TPOT (seconds) of its run in the simulator (roofline.serving.batching), which steps
+    the scheduler `predict`'s load model prices request by request: the same deployment, policy, run length and first
+    wave, the lengths its client drew; NaN where not priced. A check on the load model's closed forms, not a fit's path
+    (seconds a row; validation/closed_loop_sim.py)."""
+    out = {k: np.full(len(rows), np.nan) for k in ("ttft_after", "tpot_after")}
+    rng = np.random.default_rng(seed)
+    for i, row in enumerate(rows):
+        d = _deployment(row, engine)
+        policy = _policy(row, d, engine)
+        if policy is None:
+            continue
+        requests = int(row.requests or RUN_REQUESTS_PER_CLIENT * row.concurrency)
+        prompts, outputs = client_lengths(row, requests, rng)
+        terms = engine_terms(d)
+        front_end = replace(terms["front_end"], stream_interval=policy.stream_interval,
+                            postprocess_workers=policy.postprocess_workers)
+        # the pool reserves a sequence's prompt and output at admission (its sequences at the row's lengths)
+        run = simulate_continuous(Workload(np.zeros(requests), prompts, outputs), StepCost(d), policy.max_batch,
+                                  capacity_tokens=policy.kv_sequences * (row.prompt + row.gen),
+                                  chunk_tokens=policy.token_budget, clients=row.concurrency,
+                                  request_overhead_s=terms["request_overhead_s"], front_end=front_end,
+                                  overlap_steps=terms["overlap_steps"], mixed=terms["mixed"], ranks=terms["ranks"],
+                                  balance_steps=terms["balance_steps"], batch_wait_steps=policy.batch_wait_steps,
+                                  batch_wait_ratio=policy.batch_wait_ratio)
+        out["ttft_after"][i], out["tpot_after"][i] = np.mean(run.ttft_s), np.nanmean(run.tpot_s)
+    out["ttft_after"] = as_timed(rows, out["ttft_after"], out["tpot_after"])
     return out
 
 
