@@ -1,14 +1,17 @@
-"""TensorRT-LLM's all-reduce kernel as roofline.allreduce prices it, fitted to NVIDIA's profile of the kernel.
+"""An engine's all-reduce kernel as roofline.allreduce prices it, fitted to NVIDIA's profile of the kernel.
 
-NVIDIA's AIConfigurator ships the latency of TensorRT-LLM's own all-reduce on H100 and H200 over 2, 4 and 8 GPUs and
-messages of 128 to 2^28 bf16 values (`systems/data/<device>/comm/trtllm/<release>/custom_allreduce_perf.parquet` in
-the aiconfigurator-core package; message_size counts values, latency is in ms). Fitted here by least squares in log
+NVIDIA's AIConfigurator ships the latency of TensorRT-LLM's and vLLM's own all-reduce on H100 and H200 over 2, 4 and
+8 GPUs and messages of 128 to 2^28 bf16 values (`systems/data/<device>/comm/<engine>/<release>/
+custom_allreduce_perf.parquet` in the aiconfigurator-core package; message_size counts values, latency is in ms).
+vLLM's files time each size twice, `vllm_graph` (captured in a CUDA graph, as its decode steps run) and `vllm_eager`
+(launched from the host, as a step carrying a prompt runs: ~15 us more at small messages); `--backend` picks one,
+the graph's by default. Fitted here by least squares in log
 space: one shot up to `--one-shot-max` bytes, two shots past it, the latency L = a + b·log2(t / 2) and the traffic at
 a share s of the link (roofline.allreduce). The largest one-shot message is chosen by the fit's median error over a
 grid of powers of two (the profile's sizes are powers of two, so only the power between two of them matters).
 
 Run (the package is not a dependency; any venv with pandas, pyarrow and scipy reads it):
-  python -m validation.allreduce_fit --aic /path/to/aiconfigurator_core/systems/data
+  python -m validation.allreduce_fit --aic /path/to/aiconfigurator_core/systems/data [--engine vllm]
 """
 from __future__ import annotations
 
@@ -25,14 +28,21 @@ from .aic_profile import DEVICES
 VALUE_BYTES = 2  # bf16
 
 
-def points(data: Path):
-    """(gpus, message bytes, seconds, link bytes/s) of every bf16 point of every release's profile."""
+GRAPHED = {"vllm": "vllm_graph"}  # engine -> the profile's backend its decode steps run, where it times several
+
+
+def points(data: Path, engine: str = "trtllm", backend: str | None = None):
+    """(gpus, message bytes, seconds, link bytes/s) of every bf16 point of every release's profile of `engine`'s
+    kernel (`backend`: the launch mode timed, where the profile times several; default GRAPHED's)."""
     import pandas as pd  # only this script reads parquet
     frames = []
+    backend = backend or GRAPHED.get(engine)
     for device, ours in DEVICES.items():
-        for path in sorted((data / device / "comm" / "trtllm").glob("*/custom_allreduce_perf.parquet")):
+        for path in sorted((data / device / "comm" / engine).glob("*/custom_allreduce_perf.parquet")):
             table = pd.read_parquet(path)
             table = table[table.allreduce_dtype == "bfloat16"]
+            if "backend" in table.columns:
+                table = table[table.backend == backend]
             frames.append(pd.DataFrame({"gpus": table.num_gpus.astype(float),
                                         "bytes": table.message_size.astype(float) * VALUE_BYTES,
                                         "seconds": table.latency.astype(float) * 1e-3,
@@ -63,8 +73,10 @@ def fit(table, one_shot_max: float) -> tuple[np.ndarray, np.ndarray]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--aic", type=Path, required=True, help="aiconfigurator_core/systems/data")
+    parser.add_argument("--engine", default="trtllm", choices=("trtllm", "vllm"), help="whose kernel (default trtllm)")
+    parser.add_argument("--backend", help="vLLM's launch mode timed: vllm_graph (default) or vllm_eager")
     args = parser.parse_args(argv)
-    table = points(args.aic)
+    table = points(args.aic, args.engine, args.backend)
     print(f"{len(table)} bf16 points: {', '.join(sorted(set(table.release)))} on {', '.join(sorted(set(table.device)))}")
     print(" one-shot up to   L (2 GPUs)   + a doubling   share   |error| median   p90")
     for power in range(16, 27, 1):
