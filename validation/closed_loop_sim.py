@@ -36,6 +36,8 @@ def main(argv=None) -> int:
     parser.add_argument("--backend", required=True, help="the rows' backend: vllm, trtllm or sglang")
     parser.add_argument("--all", action="store_true", help="the rows of identical requests too")
     args = parser.parse_args(argv)
+    if not args.serving.is_file():
+        parser.error(f"--serving: no file {str(args.serving)!r}; fix: the path of serving-hopper.csv")
     rows, _ = read_serving_rows(args.serving)
     rows = [r for r in rows if r.backend == args.backend
             and (args.all or (r.launch is not None and r.launch.lengths_vary))]

@@ -56,7 +56,7 @@ def steady_closed_loop(model, concurrency: np.ndarray, requests=None) -> dict:
             out[name] = out[name] - out["ttft_queue_s"]
         out["ttft_queue_s"] = np.zeros_like(out["ttft_queue_s"])
     # the loop's own rate, its `held` requests each E2E long, at most what full steps complete (the budget's saturation).
-    # Held by the KV pool it may pass the open loop's saturation a little: those sequences all run, none fluctuates in
+    # Held by the KV pool it may pass the open loop's saturation a little: that many always run, the open loop's vary
     rate = np.minimum(held / out["e2e_s"], top)
     out.update(rate=rate, goodput_requests_per_s=rate, goodput_tokens_per_s=rate * model.G)
     queued = concurrency - held
